@@ -1,0 +1,214 @@
+"""Scaled dot-product attention and multi-head attention (Vaswani et al. 2017, section 3.2).
+
+Masks are boolean and True where attention is allowed; see `transformer_lib.masks`.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_positive_int, check_probability, check_tensor
+
+
+def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
+    """Raise unless `mask` is a boolean tensor broadcastable to `scores_shape` (…, q_len, k_len)."""
+    if mask is None:
+        return
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name} must be a boolean tensor (True = may attend), got dtype {mask.dtype}")
+    try:
+        ok = torch.broadcast_shapes(mask.shape, scores_shape) == torch.Size(scores_shape)
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} of shape {tuple(mask.shape)} does not broadcast to the attention scores' "
+            f"shape {tuple(scores_shape)} (batch, n_heads, q_len, k_len)"
+        )
+
+
+def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Module | None = None):
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V        (paper, equation 1)
+
+    Args:
+        query: (..., q_len, d_k)
+        key:   (..., k_len, d_k)
+        value: (..., k_len, d_v)
+        mask:  optional boolean tensor broadcastable to (..., q_len, k_len); True = may attend.
+        dropout: optional module applied to the attention weights (e.g. `nn.Dropout`).
+
+    Returns:
+        output  (..., q_len, d_v): each row a weighted average of the value rows;
+        weights (..., q_len, k_len): each row sums to 1 over the allowed keys. A row with no
+        allowed key gets all-zero weights and a zero output (never NaN).
+    """
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t, floating=True)
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+
+    d_k = query.shape[-1]
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., q_len, k_len)
+    if mask is not None:
+        check_mask(mask, scores.shape)
+        # The most negative finite number rather than -inf: a row with every key masked then
+        # gives a finite softmax, which the next line zeroes, instead of 0/0 = NaN.
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights
+
+
+def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
+    """The same as `scaled_dot_product_attention`, through PyTorch's fused kernel.
+
+    `torch.nn.functional.scaled_dot_product_attention` never materialises the weights; it is
+    faster and uses memory linear in length. A row with no allowed key would give NaN there,
+    so such rows are opened up before the call and zeroed after it, as in the explicit path.
+    """
+    if mask is None:
+        return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
+    has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len, 1)
+    out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~has_key, dropout_p=dropout_p)
+    return out.masked_fill(~has_key, 0.0)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)              (paper, section 3.2.2)
+
+    The h projections W_i^Q (d_model x d_k) are stored side by side in one d_model x d_model
+    linear layer (likewise K, V), so all heads run in one batched matrix product.
+
+    Args:
+        d_model: width of the model; must be divisible by n_heads. d_k = d_v = d_model / n_heads.
+        n_heads: number of heads h.
+        dropout: dropout probability on the attention weights (training only).
+        bias: whether the four projections have biases (PyTorch's default; the paper is silent).
+
+    Set `record_weights = True` to keep the last attention weights, (batch, n_heads, q_len,
+    k_len), in `last_weights` (this takes the explicit path). Otherwise the fused kernel is used
+    unless `fused=False`; both paths give the same output.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("n_heads", n_heads)
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / n_heads)")
+        check_probability("dropout", dropout)
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+        self.fused = fused
+        self.record_weights = False
+        self.last_weights: torch.Tensor | None = None
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, length, d_model) -> (batch, n_heads, length, d_k)"""
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.n_heads, self.d_k).transpose(1, 2)
+
+    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(batch, n_heads, length, d_k) -> (batch, length, d_model): the Concat of the paper."""
+        batch, _, length, _ = x.shape
+        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+
+    def forward(self, query, key, value, mask=None) -> torch.Tensor:
+        """query (B, T_q, d_model), key and value (B, T_k, d_model), mask broadcastable to
+        (B, n_heads, T_q, T_k), True = may attend. Returns (B, T_q, d_model)."""
+        self._check_inputs(query, key, value, mask)
+        q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
+        k = self.split_heads(self.w_k(key))  # (B, h, T_k, d_k)
+        v = self.split_heads(self.w_v(value))  # (B, h, T_k, d_k)
+        if self.record_weights or not self.fused:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+            self.last_weights = weights.detach() if self.record_weights else None
+        else:
+            p = self.dropout.p if self.training else 0.0
+            out = fused_attention(q, k, v, mask, dropout_p=p)
+        return self.w_o(self.merge_heads(out))  # (B, T_q, d_model)
+
+    def _check_inputs(self, query, key, value, mask) -> None:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, floating=True)
+            if t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}), got {tuple(t.shape)}")
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key and value must have the same batch size, got {query.shape[0]}, {key.shape[0]}, {value.shape[0]}"
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
+        check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], key.shape[1]))
+
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
+        """A copy of a `torch.nn.MultiheadAttention` with the same weights and outputs.
+
+        PyTorch keeps W^Q, W^K, W^V stacked in `in_proj_weight` (3 d_model, d_model) and W^O in
+        `out_proj`; every layer computes x @ W.T + b, as `nn.Linear` does.
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(f"mha must be a torch.nn.MultiheadAttention, got {type(mha).__name__}")
+        if mha.in_proj_weight is None or mha.bias_k is not None:
+            raise ValueError("mha must use equal query/key/value widths (kdim = vdim = embed_dim) and add_bias_kv=False")
+        bias = mha.in_proj_bias is not None
+        ours = cls(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias)
+        ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
+        with torch.no_grad():
+            for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
+                lin.weight.copy_(w)
+            ours.w_o.weight.copy_(mha.out_proj.weight)
+            if bias:
+                for lin, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_bias.chunk(3)):
+                    lin.bias.copy_(b)
+                ours.w_o.bias.copy_(mha.out_proj.bias)
+        return ours
+
+
+def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
+    """Every `MultiHeadAttention` inside `model`, by its qualified name (e.g. 'encoder.layers.0.self_attn')."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
+
+
+class record_attention:
+    """Context manager: collect the attention weights of every attention module in `model`.
+
+    The dict it returns is filled when the block ends, with the weights of the last forward
+    pass, (batch, n_heads, q_len, k_len), by module name:
+
+    >>> with record_attention(model) as weights:
+    ...     model(src, tgt)
+    >>> weights["encoder.layers.0.self_attn"].shape
+    """
+
+    def __init__(self, model: nn.Module):
+        self.modules = attention_modules(model)
+        self.weights: dict[str, torch.Tensor] = {}
+
+    def __enter__(self) -> dict[str, torch.Tensor]:
+        for m in self.modules.values():
+            m.record_weights, m.last_weights = True, None
+        return self.weights
+
+    def __exit__(self, *exc) -> None:
+        for name, m in self.modules.items():
+            if m.last_weights is not None:
+                self.weights[name] = m.last_weights
+            m.record_weights, m.last_weights = False, None

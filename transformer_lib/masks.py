@@ -1,0 +1,40 @@
+"""Attention masks. Convention: a boolean mask is True where attention is ALLOWED.
+
+That is the convention of `torch.nn.functional.scaled_dot_product_attention`. Every mask is
+broadcastable to the attention scores' shape (batch, n_heads, q_len, k_len).
+"""
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_positive_int, check_tensor
+
+
+def causal_mask(length: int, device=None) -> torch.Tensor:
+    """Look-ahead mask, shape (length, length): position i may attend to positions j <= i.
+
+    Used in the decoder's self-attention so that predicting token i never sees tokens after i.
+    """
+    check_positive_int("length", length)
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Key padding mask, shape (batch, 1, 1, length): True for real tokens, False for padding.
+
+    ids: (batch, length) integer token ids; positions equal to `pad_id` may not be attended to.
+    """
+    check_tensor("ids", ids, ndim=2)
+    if ids.is_floating_point() or ids.dtype == torch.bool:
+        raise TypeError(f"ids must hold integer token ids, got dtype {ids.dtype}")
+    return (ids != pad_id)[:, None, None, :]
+
+
+def target_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Decoder self-attention mask, shape (batch, 1, length, length): padding AND causal."""
+    return padding_mask(ids, pad_id) & causal_mask(ids.shape[1], device=ids.device)
+
+
+def to_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Convert our mask (True = allowed) to PyTorch module masks (True = blocked)."""
+    return None if mask is None else ~mask

@@ -1,0 +1,102 @@
+"""Positional encodings: sinusoidal (paper, section 3.5) and learned absolute positions."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ._checks import check_last_dim, check_positive_int, check_probability, check_tensor
+
+
+def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The paper's table of positional encodings, shape (n_positions, d_model):
+
+        PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
+        PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+    Even channels hold sines and odd channels cosines (the interleaved layout of the paper).
+    Channel pair i turns at frequency 1 / 10000^(2i/d_model): wavelengths run from 2 pi to
+    10000 * 2 pi. Computed in float64, returned in `dtype` (default: torch's default dtype).
+    """
+    check_positive_int("n_positions", n_positions)
+    check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (n_positions, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,)
+    angle = pos / 10000.0 ** (two_i / d_model)  # (n_positions, d_model / 2)
+    pe = torch.empty(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
+    return pe.to(dtype or torch.get_default_dtype())
+
+
+class PositionalEncoding(nn.Module):
+    """Add the sinusoidal encoding to a batch of embeddings, then dropout (paper, section 3.5).
+
+    x: (batch, length, d_model) -> (batch, length, d_model). No parameters: the table is a
+    buffer of `max_len` rows; longer inputs raise an error naming `max_len`.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+        super().__init__()
+        check_probability("dropout", dropout)
+        self.d_model, self.max_len = d_model, max_len
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor("x", x, ndim=3, floating=True)
+        check_last_dim("x", x, self.d_model)
+        if x.shape[1] > self.max_len:
+            raise ValueError(f"x has length {x.shape[1]}, longer than max_len={self.max_len} of the positional table")
+        return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
+
+
+class LearnedPositionalEncoding(nn.Module):
+    """Add a learned vector per position (one row of an `nn.Embedding` per position).
+
+    Flexible, but it only knows the positions it was trained on: inputs longer than `max_len`
+    raise an error, and positions rarely seen in training stay close to their initial values.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__()
+        check_positive_int("max_len", max_len)
+        check_probability("dropout", dropout)
+        self.d_model, self.max_len = d_model, max_len
+        self.pe = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.pe.weight, std=d_model**-0.5)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        check_tensor("x", x, ndim=3, floating=True)
+        check_last_dim("x", x, self.d_model)
+        if x.shape[1] > self.max_len:
+            raise ValueError(
+                f"x has length {x.shape[1]}, but learned positions exist only for max_len={self.max_len}; "
+                "learned positions cannot extrapolate"
+            )
+        return self.dropout(x + self.pe.weight[: x.shape[1]])
+
+
+def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """The (d_model, d_model) block-diagonal rotation T(k) with PE[pos + k] = T(k) @ PE[pos].
+
+    Each sine/cosine pair (2i, 2i+1) turns by the angle k * w_i, w_i = 1 / 10000^(2i/d_model),
+    whatever pos is: the relative-position property behind the sinusoidal choice.
+    """
+    check_positive_int("d_model", d_model)
+    if d_model % 2:
+        raise ValueError(f"d_model must be even, got {d_model}")
+    w = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    c, s = torch.cos(k * w), torch.sin(k * w)
+    t = torch.zeros(d_model, d_model, dtype=torch.float64)
+    # (sin(a + b), cos(a + b)) = [[cos b, sin b], [-sin b, cos b]] @ (sin a, cos a)
+    t[0::2, 0::2] = torch.diag(c)
+    t[0::2, 1::2] = torch.diag(s)
+    t[1::2, 0::2] = torch.diag(-s)
+    t[1::2, 1::2] = torch.diag(c)
+    return t.to(dtype or torch.get_default_dtype())
+
+
+__all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "rotation_for_offset"]

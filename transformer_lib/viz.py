@@ -14,8 +14,18 @@ DIVERGING_CMAP = "RdBu_r"
 
 
 def set_plot_style() -> None:
-    """Figure defaults for the book: readable font sizes, a light grid, and modest file sizes."""
+    """Figure defaults for the book: readable font sizes, colour-blind-safe colours, and
+    inline figures as SVG without a timestamp, so that re-running a notebook rewrites the
+    same bytes and figures stay sharp on the website."""
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg", metadata={"Date": None})
+    except Exception:  # not inside IPython: nothing to configure
+        pass
     mpl.rcParams.update({
+        "svg.hashsalt": "transformer-book",
+        "svg.fonttype": "path",
         "figure.dpi": 100,
         "savefig.dpi": 100,
         "figure.figsize": (6.4, 4.0),
@@ -51,9 +61,12 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     if ax is None:
         _, ax = plt.subplots(figsize=(0.5 * w.shape[1] + 2.5, 0.45 * w.shape[0] + 1.5))
     vmax = max(1.0, float(w.max())) if w.min() >= 0 else None
-    im = ax.imshow(w, cmap=SEQUENTIAL_CMAP, vmin=0 if vmax else None, vmax=vmax, aspect="auto")
+    # pcolormesh draws one vector rectangle per weight (crisp in SVG, no embedded bitmap)
+    edges_x, edges_y = np.arange(w.shape[1] + 1) - 0.5, np.arange(w.shape[0] + 1) - 0.5
+    im = ax.pcolormesh(edges_x, edges_y, w, cmap=SEQUENTIAL_CMAP, vmin=0 if vmax else None, vmax=vmax)
+    ax.set_ylim(w.shape[0] - 0.5, -0.5)  # first query at the top, as in a matrix
     ax.set_xticks(range(w.shape[1]), labels=key_tokens if key_tokens is not None else range(w.shape[1]),
-                  rotation=90 if key_tokens is not None and max(map(len, key_tokens), default=0) > 2 else 0)
+                  rotation=90 if key_tokens is not None and max(map(len, key_tokens), default=0) > 4 else 0)
     ax.set_yticks(range(w.shape[0]), labels=query_tokens if query_tokens is not None else range(w.shape[0]))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)

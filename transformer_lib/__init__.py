@@ -7,7 +7,13 @@ One module per concept, in the paper's order:
 - `masks`: padding and causal masks (True = may attend)
 - `layers`: feed-forward network, encoder and decoder layers and stacks (section 3.1)
 - `model`: the full encoder-decoder with embeddings and output layer
+- `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
+- `decoding`: greedy and beam search, with the attention weights of the output
+- `metrics`: exact match, character error rate, BLEU
+- `data`: the date-normalisation task and small synthetic tasks
+- `rnn`: the recurrent encoder-decoders of Part I
 - `viz`: plotting defaults and attention heat maps
+- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use)
 """
 from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
@@ -16,6 +22,9 @@ from .model import EncoderDecoder, Transformer, TransformerConfig, count_paramet
 from .positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_encoding
 from .utils import setup
 from .viz import plot_attention
+from .decoding import beam_search, greedy_decode
+from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
+from . import data, decoding, metrics, rnn, training  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -25,5 +34,15 @@ __all__ = [
     "causal_mask", "padding_mask", "target_mask",
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
-    "setup", "plot_attention",
+    "setup", "plot_attention", "AttentionExplorer",
+    "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
+
+
+def __getattr__(name: str):
+    # The explorer needs anywidget and ipywidgets: import them only when it is first used.
+    if name == "AttentionExplorer":
+        from .explorer import AttentionExplorer
+
+        return AttentionExplorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,131 @@
+"""Greedy decoding and beam search, on a trained-free hand-made model and a random Transformer."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import transformer_lib as tl
+from transformer_lib.decoding import attention_of, beam_search, greedy_decode, length_penalty, strip_special
+from transformer_lib.metrics import bleu, character_error_rate, edit_distance, exact_match
+
+PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
+
+
+class HandMadeModel(nn.Module):
+    """Next-token probabilities that depend on the last token only:
+
+        after <bos>: a 0.6, b 0.4
+        after a:     a 0.4, b 0.3, <eos> 0.3
+        after b:     <eos> 0.9, a 0.05, b 0.05
+
+    Greedy takes a, then a, a, ... (0.6 * 0.4^n, never ending); the most probable whole
+    sequence is "b <eos>" with probability 0.36.
+    """
+
+    table = {BOS: {A: 0.6, B: 0.4}, A: {A: 0.4, B: 0.3, EOS: 0.3}, B: {EOS: 0.9, A: 0.05, B: 0.05},
+             EOS: {EOS: 1.0}, PAD: {EOS: 1.0}}
+
+    def encode(self, src, src_mask=None):
+        return torch.zeros(src.shape[0], src.shape[1], 1)
+
+    def decode(self, tgt, memory, src_mask=None):
+        logits = torch.full((*tgt.shape, 5), -1e9)
+        for b in range(tgt.shape[0]):
+            for t in range(tgt.shape[1]):
+                for tok, p in self.table[tgt[b, t].item()].items():
+                    logits[b, t, tok] = math.log(p)
+        return logits
+
+
+def test_beam_search_finds_the_sequence_greedy_misses():
+    model, src = HandMadeModel(), torch.ones(1, 3, dtype=torch.long)
+    greedy = greedy_decode(model, src, max_len=6)
+    assert greedy.tokens[0].tolist() == [A] * 6  # never reaches <eos>
+    assert greedy.scores[0].item() == pytest.approx(math.log(0.6 * 0.4**5))
+    beam = beam_search(model, src, max_len=6, beam_size=2)
+    assert beam.tokens[0].tolist() == [B, EOS]
+    assert beam.scores[0].item() == pytest.approx(math.log(0.36))
+
+
+def test_beam_search_with_one_beam_equals_greedy_on_the_hand_made_model():
+    model, src = HandMadeModel(), torch.ones(2, 3, dtype=torch.long)
+    assert torch.equal(beam_search(model, src, 5, beam_size=1).tokens, greedy_decode(model, src, 5).tokens)
+
+
+def random_model(seed=0):
+    torch.manual_seed(seed)
+    cfg = tl.TransformerConfig(12, 9, d_model=16, n_heads=2, d_ff=32, n_layers=2, dropout=0.0)
+    return tl.Transformer(cfg).eval()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_beam_one_equals_greedy_on_random_transformers(seed):
+    model = random_model(seed)
+    src = torch.randint(3, 12, (5, 7))
+    src[2, 5:] = PAD
+    g = greedy_decode(model, src, max_len=8)
+    b = beam_search(model, src, max_len=8, beam_size=1)
+    for row_g, row_b in zip(g.tokens, b.tokens):
+        assert strip_special(row_g, EOS) == strip_special(row_b, EOS)
+    torch.testing.assert_close(g.scores, b.scores)
+
+
+def test_wider_beams_never_score_worse_than_greedy_without_length_penalty():
+    model = random_model(3)
+    src = torch.randint(3, 12, (6, 5))
+    g = greedy_decode(model, src, max_len=6)
+    finished_g = [(row == EOS).any().item() for row in g.tokens]
+    b = beam_search(model, src, max_len=6, beam_size=4)
+    for i, done in enumerate(finished_g):
+        if done:  # compare like with like: both complete sequences
+            assert b.scores[i] >= g.scores[i] - 1e-5
+
+
+def test_greedy_stops_every_row_after_eos_and_pads():
+    model = random_model(4)
+    out = greedy_decode(model, torch.randint(3, 12, (4, 6)), max_len=10)
+    for row in out.tokens.tolist():
+        if EOS in row:
+            assert all(t == PAD for t in row[row.index(EOS) + 1 :])
+
+
+def test_decoded_attention_has_every_layer_and_head_with_the_right_shapes():
+    model = random_model(5)
+    src = torch.randint(3, 12, (2, 6))
+    for result in (greedy_decode(model, src, 4, return_attention=True),
+                   beam_search(model, src, 4, beam_size=3, return_attention=True)):
+        att = result.attention
+        t = result.tokens.shape[1] + 1  # <bos> + output
+        assert [w.shape for w in att["encoder"]] == [(2, 2, 6, 6)] * 2
+        assert [w.shape for w in att["decoder"]] == [(2, 2, t, t)] * 2
+        assert [w.shape for w in att["cross"]] == [(2, 2, t, 6)] * 2
+        for w in att["decoder"]:  # causal: nothing above the diagonal
+            assert w.triu(1).abs().max() == 0
+
+
+def test_length_penalty():
+    assert length_penalty(7, 0.0) == 1.0
+    assert length_penalty(1, 1.0) == pytest.approx(1.0)
+    assert length_penalty(7, 0.6) == pytest.approx((12 / 6) ** 0.6)
+
+
+def test_decoding_argument_errors():
+    with pytest.raises(ValueError, match="max_len must be a positive integer"):
+        greedy_decode(HandMadeModel(), torch.ones(1, 2, dtype=torch.long), max_len=0)
+    with pytest.raises(ValueError, match="beam_size must be a positive integer"):
+        beam_search(HandMadeModel(), torch.ones(1, 2, dtype=torch.long), 3, beam_size=0)
+    with pytest.raises(ValueError, match="src must have 2 dimensions"):
+        greedy_decode(HandMadeModel(), torch.ones(2, dtype=torch.long), 3)
+
+
+def test_metrics():
+    assert exact_match(["1998-03-03", "2000-01-01"], ["1998-03-03", "2000-01-02"]) == 0.5
+    assert edit_distance("kitten", "sitting") == 3
+    assert character_error_rate(["abc", "de"], ["abd", "de"]) == pytest.approx(1 / 5)
+    assert bleu(["1998-03-03"], ["1998-03-03"]) == pytest.approx(100.0)
+    assert bleu(["1998-03-03"], ["2011-12-25"]) < 20
+    with pytest.raises(ValueError, match="same length"):
+        exact_match(["a"], ["a", "b"])
+    with pytest.raises(TypeError, match="sequences of strings"):
+        bleu("abc", "abc")

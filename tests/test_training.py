@@ -1,0 +1,125 @@
+"""Teacher forcing, label smoothing, the warm-up schedule, checkpoints, and a real training run."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import transformer_lib as tl
+from transformer_lib.data import Vocab, collate, make_copy_pairs
+from transformer_lib.decoding import greedy_decode
+from transformer_lib.training import (Batch, LabelSmoothingLoss, TrainConfig, load_checkpoint, noam_lr,
+                                      save_checkpoint, train, warmup_scheduler)
+
+
+def test_schedule_follows_equation_3():
+    d_model, warmup = 512, 4000
+    for step in (1, 10, 100, 3999, 4000, 4001, 10_000, 100_000):
+        expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert noam_lr(step, d_model, warmup) == pytest.approx(expected, rel=1e-12)
+    # rises linearly, peaks at warmup, then decays like 1/sqrt(step)
+    assert noam_lr(2000, d_model, warmup) == pytest.approx(noam_lr(1000, d_model, warmup) * 2)
+    peak = max(noam_lr(s, d_model, warmup) for s in range(1, 20_000))
+    assert peak == pytest.approx(noam_lr(warmup, d_model, warmup)) == pytest.approx((d_model * warmup) ** -0.5)
+    assert noam_lr(16_000, d_model, warmup) == pytest.approx(noam_lr(4000, d_model, warmup) / 2)
+
+
+def test_scheduler_drives_the_optimizer():
+    p = torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.Adam([p], lr=1.0)
+    sched = warmup_scheduler(opt, 64, 10, factor=2.0)
+    seen = []
+    for _ in range(30):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert seen == pytest.approx([noam_lr(s, 64, 10, 2.0) for s in range(1, 31)])
+    with pytest.raises(ValueError, match="optimizer lr must be 1.0"):
+        warmup_scheduler(torch.optim.Adam([p], lr=0.1), 64, 10)
+
+
+def test_label_smoothing_equals_its_closed_form():
+    logits = torch.tensor([[2.0, 0.5, -1.0, 0.0], [0.0, 1.0, 3.0, -2.0]])
+    target = torch.tensor([1, 2])
+    eps, pad = 0.1, 0
+    loss = LabelSmoothingLoss(eps, pad_id=pad)(logits, target)
+    logp = F.log_softmax(logits, -1)
+    by_hand = 0.0
+    for row, y in enumerate(target.tolist()):
+        q = torch.full((4,), eps / 3)  # eps spread over the 3 non-pad tokens
+        q[pad] = 0.0
+        q[y] += 1 - eps
+        assert q.sum().item() == pytest.approx(1.0)
+        by_hand += -(q * logp[row]).sum().item()
+    assert loss.item() == pytest.approx(by_hand / 2, rel=1e-6)
+
+
+def test_label_smoothing_matches_pytorch_without_a_pad_class_and_ignores_pad_targets():
+    logits, target = torch.randn(6, 9), torch.randint(0, 9, (6,))
+    ours = LabelSmoothingLoss(0.2, pad_id=None)(logits, target)
+    assert ours.item() == pytest.approx(F.cross_entropy(logits, target, label_smoothing=0.2).item(), rel=1e-6)
+    assert LabelSmoothingLoss(0.0)(logits, target.clamp_min(1)).item() == pytest.approx(
+        F.cross_entropy(logits, target.clamp_min(1)).item(), rel=1e-6)
+    target[:3] = 0  # padding targets do not count
+    full = LabelSmoothingLoss(0.1)(logits, target)
+    assert full.item() == pytest.approx(LabelSmoothingLoss(0.1)(logits[3:], target[3:]).item(), rel=1e-6)
+
+
+def test_label_smoothing_stays_finite_where_a_hand_written_kl_gives_nan():
+    logits = torch.tensor([[200.0, -200.0, 0.0, -200.0]])  # softmax underflows to exact zeros
+    target = torch.tensor([2])
+    q = torch.tensor([[0.0, 0.05, 0.9, 0.05]])
+    naive = (q * (q.log() - logits.softmax(-1).log())).sum()  # 0 * log 0 and log(0): NaN / inf
+    assert not torch.isfinite(naive)
+    loss = LabelSmoothingLoss(0.1)(logits, target)
+    assert torch.isfinite(loss) and loss.item() > 100
+
+
+def test_batch_shifts_the_target_right():
+    src = torch.tensor([[5, 6, 7], [5, 6, 0]])
+    tgt = torch.tensor([[1, 8, 9, 2], [1, 8, 2, 0]])
+    b = Batch.from_ids(src, tgt, pad_id=0)
+    assert b.tgt_in.tolist() == [[1, 8, 9], [1, 8, 2]]
+    assert b.tgt_out.tolist() == [[8, 9, 2], [8, 2, 0]]
+    assert b.src_mask.shape == (2, 1, 1, 3) and b.tgt_mask.shape == (2, 1, 3, 3)
+    with pytest.raises(ValueError, match="same batch size"):
+        Batch.from_ids(src, tgt[:1])
+
+
+def copy_task(n_train=3000, seed=0):
+    vocab = Vocab("abcdef")
+    train_pairs = make_copy_pairs(n_train, 3, 7, "abcdef", seed=seed)
+    test_pairs = make_copy_pairs(100, 3, 7, "abcdef", seed=seed + 1)
+    return vocab, train_pairs, test_pairs
+
+
+def test_short_training_run_learns_the_copy_task(tmp_path):
+    tl.setup(seed=0, threads=1, plots=False)
+    vocab, train_pairs, test_pairs = copy_task()
+    loader = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, len(train_pairs), 50)]
+    val = [collate(test_pairs, vocab, vocab)]
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=32, n_heads=4, d_ff=64,
+                                                n_layers=2, dropout=0.0, max_len=32))
+    cfg = TrainConfig(max_steps=1500, warmup=100, factor=0.5, eval_every=100, target_accuracy=1.0,
+                      progress=False, checkpoint=str(tmp_path / "copy.pt"))
+    hist = train(model, loader, val, cfg)
+    assert hist.best_accuracy == 1.0, hist
+    assert hist.loss[-1] < hist.loss[0] / 3
+    # the checkpoint holds the best model and loads with weights_only=True
+    loaded, meta = load_checkpoint(tmp_path / "copy.pt")
+    assert meta["accuracy"] == 1.0
+    src, tgt = val[0]
+    out = greedy_decode(loaded, src, max_len=tgt.shape[1])
+    preds = [vocab.decode(row) for row in out.tokens]
+    assert tl.metrics.exact_match(preds, [t for _, t in test_pairs]) == 1.0
+
+
+def test_checkpoint_rejects_non_plain_metadata(tmp_path):
+    model = tl.Transformer(tl.TransformerConfig(5, 5, d_model=8, n_heads=2, d_ff=8, n_layers=1))
+    with pytest.raises(TypeError, match="metadata 'bad' must be a number"):
+        save_checkpoint(tmp_path / "x.pt", model, bad=[1, 2])
+    save_checkpoint(tmp_path / "x.pt", model, step=3)
+    loaded, meta = load_checkpoint(tmp_path / "x.pt")
+    assert meta == {"step": 3}
+    for a, b in zip(model.state_dict().values(), loaded.state_dict().values()):
+        assert torch.equal(a, b)

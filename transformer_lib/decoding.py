@@ -1,0 +1,176 @@
+"""Decoding: greedy search and beam search, with the attention weights of the result.
+
+The decoder is auto-regressive (section 3.1): it reads its own previous outputs, so
+generation runs one token at a time. `model` is any module with
+`encode(src, src_mask) -> memory` and `decode(tgt, memory, src_mask) -> logits`, such as
+`transformer_lib.Transformer`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_tensor
+from .attention import record_attention
+from .masks import padding_mask
+
+
+@dataclass
+class Decoded:
+    """The result of decoding a batch.
+
+    tokens: (B, L) output ids without <bos>, padded with pad_id after <eos>;
+    scores: (B,) total log-probability of each output (for beam search, before the length
+    penalty); attention: when asked for, the weights of the final pass over the output,
+    {"encoder": [...], "decoder": [...], "cross": [...]}, one (B, n_heads, q_len, k_len)
+    tensor per layer.
+    """
+
+    tokens: torch.Tensor
+    scores: torch.Tensor
+    attention: dict[str, list[torch.Tensor]] | None = None
+
+
+def strip_special(ids, eos_id: int, pad_id: int = 0) -> list[int]:
+    """The ids before the first <eos> (and without padding), as a list."""
+    out = []
+    for i in (ids.tolist() if isinstance(ids, torch.Tensor) else ids):
+        if i == eos_id:
+            break
+        if i != pad_id:
+            out.append(i)
+    return out
+
+
+def _next_token_logp(model, ys, memory, src_mask, bos_id: int, pad_id: int) -> torch.Tensor:
+    """log P(next token | prefix, source), (rows, V); <bos> and <pad> are never generated."""
+    logp = model.decode(ys, memory, src_mask)[:, -1].log_softmax(-1)
+    logp[:, [bos_id, pad_id]] = float("-inf")
+    return logp
+
+
+def _check(src, max_len) -> None:
+    check_tensor("src", src, ndim=2)
+    check_positive_int("max_len", max_len)
+
+
+@torch.no_grad()
+def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
+                  pad_id: int = 0, return_attention: bool = False) -> Decoded:
+    """Pick the most probable next token, append it, repeat, until every row has produced
+    <eos> or `max_len` tokens. src: (B, S) ids -> Decoded with tokens (B, <= max_len)."""
+    _check(src, max_len)
+    model.eval()
+    src_mask = padding_mask(src, pad_id)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    scores = torch.zeros(src.shape[0], device=src.device)
+    done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        logp = _next_token_logp(model, ys, memory, src_mask, bos_id, pad_id)  # (B, V)
+        best_logp, nxt = logp.max(-1)
+        nxt = nxt.masked_fill(done, pad_id)
+        scores += best_logp.masked_fill(done, 0.0)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        done |= nxt == eos_id
+        if done.all():
+            break
+    result = Decoded(ys[:, 1:], scores)
+    if return_attention:
+        result.attention = attention_of(model, src, ys, pad_id)
+    return result
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016); alpha = 0 ranks by raw log-probability."""
+    return ((5 + length) / 6) ** alpha
+
+
+@torch.no_grad()
+def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: int = 4, bos_id: int = 1,
+                eos_id: int = 2, pad_id: int = 0, alpha: float = 0.0, return_attention: bool = False) -> Decoded:
+    """Keep the `beam_size` best prefixes at every step instead of one.
+
+    Each step extends every live prefix by every token and keeps the best `beam_size` of
+    the results by total log-probability; a prefix that produces <eos> is set aside as a
+    finished hypothesis. A row stops once it has `beam_size` finished hypotheses (or at
+    `max_len`); the best finished one by log P(Y) / lp(Y) is returned. The whole batch is
+    decoded together: (B * beam_size) prefixes go through the decoder at once.
+    """
+    _check(src, max_len)
+    check_positive_int("beam_size", beam_size)
+    model.eval()
+    B, k = src.shape[0], beam_size
+    src_mask = padding_mask(src, pad_id)
+    memory = model.encode(src, src_mask)
+    memory, src_mask_k = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (B*k, ...)
+    ys = torch.full((B * k, 1), bos_id, dtype=torch.long, device=src.device)
+    live = torch.full((B, k), float("-inf"), device=src.device)
+    live[:, 0] = 0.0  # all beams start identical: keep one, or the top-k would be k copies
+    finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(B)]  # (rank score, logp, ids)
+    for step in range(1, max_len + 1):
+        logp = _next_token_logp(model, ys, memory, src_mask_k, bos_id, pad_id)  # (B*k, V)
+        vocab = logp.shape[-1]
+        cand = (live.view(-1, 1) + logp).view(B, k * vocab)  # (B, k*V)
+        top_scores, top_idx = cand.topk(min(2 * k, k * vocab), dim=-1)
+        new_rows, new_live = [], torch.full((B, k), float("-inf"), device=src.device)
+        for b in range(B):
+            kept = 0
+            for rank, (s, idx) in enumerate(zip(top_scores[b].tolist(), top_idx[b].tolist())):
+                beam, tok = divmod(idx, vocab)
+                if s == float("-inf") or len(finished[b]) >= k or kept == k:
+                    break
+                prefix = ys[b * k + beam, 1:].tolist()
+                if tok != eos_id:
+                    new_rows.append(torch.cat([ys[b * k + beam], ys.new_tensor([tok])]))
+                    new_live[b, kept] = s
+                    kept += 1
+                elif rank < k:  # an <eos> counts only among the k best candidates (so k = 1 is greedy)
+                    finished[b].append((s / length_penalty(len(prefix) + 1, alpha), s, prefix + [eos_id]))
+            while kept < k:  # pad the beam with dead rows to keep the (B*k) layout
+                new_rows.append(torch.cat([ys[b * k], ys.new_tensor([pad_id])]))
+                kept += 1
+        ys, live = torch.stack(new_rows), new_live
+        if all(len(f) >= k for f in finished):
+            break
+    for b in range(B):  # rows that ran out of steps: their live prefixes count as finished
+        if len(finished[b]) < k:
+            for j in range(k):
+                s = live[b, j].item()
+                if s > float("-inf"):
+                    prefix = ys[b * k + j, 1:].tolist()
+                    finished[b].append((s / length_penalty(len(prefix), alpha), s, prefix))
+    best = [max(f, key=lambda h: h[0]) for f in finished]
+    length = max(len(h[2]) for h in best)
+    tokens = torch.full((B, length), pad_id, dtype=torch.long, device=src.device)
+    for b, (_, _, ids) in enumerate(best):
+        tokens[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    result = Decoded(tokens, torch.tensor([h[1] for h in best]))
+    if return_attention:
+        bos = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
+        result.attention = attention_of(model, src, torch.cat([bos, tokens], 1), pad_id)
+    return result
+
+
+@torch.no_grad()
+def attention_of(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id: int = 0) -> dict[str, list[torch.Tensor]]:
+    """Every attention weight of one teacher-forced pass over `tgt` (B, T) given `src` (B, S).
+
+    Because the decoder is causal, these are exactly the weights seen while generating `tgt`
+    token by token. Returns {"encoder": [(B, h, S, S)] * N, "decoder": [(B, h, T, T)] * N,
+    "cross": [(B, h, T, S)] * N}.
+    """
+    src_mask = padding_mask(src, pad_id)
+    with record_attention(model) as weights:
+        model.decode(tgt, model.encode(src, src_mask), src_mask)
+    groups: dict[str, list[torch.Tensor]] = {"encoder": [], "decoder": [], "cross": []}
+    for name, w in weights.items():  # names like "encoder.layers.0.self_attn"
+        if name.startswith("encoder."):
+            groups["encoder"].append(w)
+        elif name.endswith("cross_attn"):
+            groups["cross"].append(w)
+        else:
+            groups["decoder"].append(w)
+    return groups

@@ -1,0 +1,273 @@
+"""Training the Transformer: teacher-forced batches, label smoothing, the warm-up schedule,
+and a small training loop with validation, early stopping and safe checkpoints (section 5)."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import torch
+from torch import nn
+
+from ._checks import check_positive_int, check_probability, check_tensor
+from .masks import padding_mask, target_mask
+
+
+@dataclass
+class Batch:
+    """One teacher-forced batch (section 5.1 feeds the target shifted right).
+
+    From `tgt` = [<bos>, y_1, ..., y_n, <eos>, <pad>...] the decoder reads `tgt_in` =
+    tgt[:, :-1] and learns to predict `tgt_out` = tgt[:, 1:], so position t sees y_<t only
+    (the causal mask sees to that) and is scored on y_t.
+
+    src (B, S), tgt_in and tgt_out (B, T), src_mask (B, 1, 1, S), tgt_mask (B, 1, T, T).
+    """
+
+    src: torch.Tensor
+    tgt_in: torch.Tensor
+    tgt_out: torch.Tensor
+    src_mask: torch.Tensor
+    tgt_mask: torch.Tensor
+
+    @classmethod
+    def from_ids(cls, src: torch.Tensor, tgt: torch.Tensor, pad_id: int = 0) -> "Batch":
+        check_tensor("src", src, ndim=2)
+        check_tensor("tgt", tgt, ndim=2)
+        if tgt.shape[1] < 2:
+            raise ValueError(f"tgt must hold at least <bos> and one more token per row, got shape {tuple(tgt.shape)}")
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}")
+        tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+        return cls(src, tgt_in, tgt_out, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))
+
+
+class LabelSmoothingLoss(nn.Module):
+    """Cross-entropy against a smoothed target (Szegedy et al. 2016; the paper uses eps = 0.1).
+
+    The target distribution puts 1 - eps on the correct token and spreads eps uniformly over
+    the V' = V - 1 tokens other than padding (the correct one included):
+
+        q_k = (1 - eps) [k = y] + eps / V'          (k != pad; q_pad = 0)
+        loss = - sum_k q_k log p_k  =  -(1 - eps) log p_y - (eps / V') sum_{k != pad} log p_k
+
+    averaged over the positions whose target is not padding. It is computed from
+    `log_softmax`, never from log(softmax) (whose zeros give log 0 = -inf, and 0 * -inf = NaN
+    in a KL-divergence written out by hand), so it stays finite for any finite logits.
+    With eps = 0 it is the ordinary cross-entropy.
+
+    logits: (..., V); target: (...) token ids. Returns a scalar.
+    """
+
+    def __init__(self, smoothing: float = 0.1, pad_id: int | None = 0):
+        super().__init__()
+        check_probability("smoothing", smoothing)
+        self.smoothing, self.pad_id = smoothing, pad_id
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        check_tensor("logits", logits, floating=True)
+        check_tensor("target", target)
+        if logits.shape[:-1] != target.shape:
+            raise ValueError(f"logits (..., V) and target (...) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
+        vocab = logits.shape[-1]
+        logp = logits.float().log_softmax(-1).reshape(-1, vocab)  # (N, V)
+        target = target.reshape(-1)
+        keep = torch.ones_like(target, dtype=torch.bool) if self.pad_id is None else target != self.pad_id
+        nll = -logp.gather(1, target[:, None]).squeeze(1)  # (N,)
+        if self.pad_id is None:
+            n_classes, spread = vocab, -logp.sum(1)
+        else:
+            n_classes = vocab - 1
+            spread = -(logp.sum(1) - logp[:, self.pad_id])
+        loss = (1 - self.smoothing) * nll + (self.smoothing / n_classes) * spread
+        return loss[keep].sum() / keep.sum().clamp_min(1)
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)   (paper, equation 3)
+
+    It rises linearly for `warmup` steps (4000 in the paper), peaks at
+    factor / sqrt(d_model * warmup), then decays like 1 / sqrt(step). Steps count from 1.
+    """
+    check_positive_int("d_model", d_model)
+    check_positive_int("warmup", warmup)
+    step = max(int(step), 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def warmup_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0):
+    """A `LambdaLR` that sets the learning rate to `noam_lr(step)`; the optimizer's own lr must
+    be 1.0, so that the schedule alone decides the rate."""
+    for group in optimizer.param_groups:
+        if group["lr"] != 1.0:
+            raise ValueError(f"optimizer lr must be 1.0 so that the schedule sets the rate, got {group['lr']}")
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_lr(i + 1, d_model, warmup, factor))
+
+
+@dataclass
+class TrainConfig:
+    """Settings for `train`. The optimiser is Adam(beta1 0.9, beta2 0.98, eps 1e-9) as in the
+    paper (section 5.3); `factor` scales the paper's schedule (1.0 = the paper's)."""
+
+    max_steps: int = 2000
+    warmup: int = 200
+    factor: float = 1.0
+    label_smoothing: float = 0.1
+    clip_norm: float | None = 1.0
+    eval_every: int = 200
+    patience: int | None = None  # stop after this many evaluations without a better accuracy
+    target_accuracy: float | None = None  # stop as soon as validation exact match reaches it
+    max_seconds: float | None = None
+    checkpoint: str | None = None  # where to save the best model (by validation accuracy)
+    progress: bool = True
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+
+
+@dataclass
+class History:
+    """What happened during `train`: per-step loss and learning rate, per-evaluation accuracy."""
+
+    step: list[int] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    eval_step: list[int] = field(default_factory=list)
+    eval_accuracy: list[float] = field(default_factory=list)
+    eval_loss: list[float] = field(default_factory=list)
+    best_accuracy: float = 0.0
+    best_step: int = 0
+    seconds: float = 0.0
+    stopped: str = ""
+
+
+def _forever(loader: Iterable) -> Iterable:
+    while True:
+        empty = True
+        for item in loader:
+            empty = False
+            yield item
+        if empty:
+            raise ValueError("train_loader yielded no batches")
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[float, float]:
+    """(exact-match accuracy, mean label-smoothed loss) over `batches` of (src, tgt) ids.
+
+    Accuracy decodes greedily and counts a sequence correct when every token up to and
+    including <eos> matches."""
+    from .decoding import greedy_decode, strip_special
+
+    was_training = model.training
+    model.eval()
+    loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
+    correct = total = 0
+    losses = []
+    for src, tgt in batches:
+        b = Batch.from_ids(src, tgt, cfg.pad_id)
+        losses.append(loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out).item())
+        out = greedy_decode(model, src, max_len=tgt.shape[1], bos_id=cfg.bos_id, eos_id=cfg.eos_id, pad_id=cfg.pad_id)
+        for pred, ref in zip(out.tokens, tgt[:, 1:]):
+            correct += strip_special(pred, cfg.eos_id, cfg.pad_id) == strip_special(ref, cfg.eos_id, cfg.pad_id)
+            total += 1
+    model.train(was_training)
+    return correct / max(total, 1), sum(losses) / max(len(losses), 1)
+
+
+def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None = None,
+          cfg: TrainConfig | None = None, on_eval: Callable[[int, float], None] | None = None) -> History:
+    """Train `model` (a `Transformer`) on batches of (src, tgt) token ids.
+
+    Adam with the warm-up schedule, label smoothing, gradient clipping; every `eval_every`
+    steps, greedy exact-match accuracy on `val_batches` (a list of (src, tgt) batches). The
+    best model so far is kept in `cfg.checkpoint` if given. Stops at `max_steps`, at
+    `max_seconds`, when accuracy reaches `target_accuracy`, or after `patience` evaluations
+    without improvement. Returns a `History`.
+    """
+    cfg = cfg or TrainConfig()
+    d_model = model.config.d_model
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    scheduler = warmup_scheduler(optimizer, d_model, cfg.warmup, cfg.factor)
+    loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
+    hist = History()
+    val_batches = list(val_batches) if val_batches is not None else None
+    bad_evals, start = 0, time.perf_counter()
+    bar = _progress(cfg)
+    model.train()
+    for step, (src, tgt) in enumerate(_forever(train_loader), start=1):
+        b = Batch.from_ids(src, tgt, cfg.pad_id)
+        loss = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.clip_norm:
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        hist.lr.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+        hist.step.append(step)
+        hist.loss.append(loss.item())
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", best=f"{hist.best_accuracy:.3f}")
+        if val_batches is not None and (step % cfg.eval_every == 0 or step == cfg.max_steps):
+            acc, val_loss = evaluate(model, val_batches, cfg)
+            hist.eval_step.append(step)
+            hist.eval_accuracy.append(acc)
+            hist.eval_loss.append(val_loss)
+            if on_eval is not None:
+                on_eval(step, acc)
+            if acc > hist.best_accuracy:
+                hist.best_accuracy, hist.best_step, bad_evals = acc, step, 0
+                if cfg.checkpoint:
+                    save_checkpoint(cfg.checkpoint, model, step=step, accuracy=acc)
+            else:
+                bad_evals += 1
+            if cfg.target_accuracy is not None and acc >= cfg.target_accuracy:
+                hist.stopped = f"validation accuracy {acc:.4f} reached the target {cfg.target_accuracy}"
+            elif cfg.patience is not None and bad_evals >= cfg.patience:
+                hist.stopped = f"no better accuracy in {cfg.patience} evaluations"
+        if not hist.stopped and step >= cfg.max_steps:
+            hist.stopped = f"max_steps={cfg.max_steps} reached"
+        if not hist.stopped and cfg.max_seconds is not None and time.perf_counter() - start > cfg.max_seconds:
+            hist.stopped = f"max_seconds={cfg.max_seconds} reached"
+        if hist.stopped:
+            break
+    if bar is not None:
+        bar.close()
+    hist.seconds = time.perf_counter() - start
+    model.eval()
+    return hist
+
+
+def _progress(cfg: TrainConfig):
+    if not cfg.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=cfg.max_steps, desc="training", unit="step")
+
+
+def save_checkpoint(path: str | Path, model: nn.Module, **meta) -> None:
+    """Save a `Transformer`'s weights and config (plain tensors and numbers only, so that it
+    loads with `torch.load(..., weights_only=True)`)."""
+    for k, v in meta.items():
+        if not isinstance(v, (int, float, str, bool, type(None))):
+            raise TypeError(f"checkpoint metadata {k!r} must be a number, string or bool, got {type(v).__name__}")
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"config": asdict(model.config), "state_dict": model.state_dict(), "meta": meta}, path)
+
+
+def load_checkpoint(path: str | Path, map_location: str = "cpu"):
+    """Load a checkpoint written by `save_checkpoint` -> (model in eval mode, meta dict).
+
+    Uses `weights_only=True`: the file can hold tensors and plain values only, never code."""
+    from .model import Transformer, TransformerConfig
+
+    blob = torch.load(path, map_location=map_location, weights_only=True)
+    model = Transformer(TransformerConfig(**blob["config"]))
+    model.load_state_dict(blob["state_dict"])
+    return model.eval(), blob["meta"]
+
+

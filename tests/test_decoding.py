@@ -48,6 +48,28 @@ def test_beam_search_finds_the_sequence_greedy_misses():
     assert beam.scores[0].item() == pytest.approx(math.log(0.36))
 
 
+class LateEosModel(nn.Module):
+    """Writes 'a' with probability 0.99 and <eos> with 0.01 for four steps, then <eos> with 0.99:
+    early <eos> hypotheses are finished but poor, and must not end the search."""
+
+    def encode(self, src, src_mask=None):
+        return torch.zeros(src.shape[0], src.shape[1], 1)
+
+    def decode(self, tgt, memory, src_mask=None):
+        logits = torch.full((*tgt.shape, 5), -1e9)
+        for t in range(tgt.shape[1]):
+            p_eos = 0.99 if t >= 4 else 0.01
+            logits[:, t, EOS], logits[:, t, A] = math.log(p_eos), math.log(1 - p_eos)
+        return logits
+
+
+@pytest.mark.parametrize("beam_size", [2, 3, 4])
+def test_beam_search_does_not_stop_at_poor_early_hypotheses(beam_size):
+    out = beam_search(LateEosModel(), torch.ones(2, 3, dtype=torch.long), max_len=8, beam_size=beam_size)
+    assert out.tokens.tolist() == [[A, A, A, A, EOS]] * 2
+    assert out.scores[0].item() == pytest.approx(5 * math.log(0.99), rel=1e-5)
+
+
 def test_beam_search_with_one_beam_equals_greedy_on_the_hand_made_model():
     model, src = HandMadeModel(), torch.ones(2, 3, dtype=torch.long)
     assert torch.equal(beam_search(model, src, 5, beam_size=1).tokens, greedy_decode(model, src, 5).tokens)

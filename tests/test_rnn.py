@@ -198,3 +198,8 @@ def test_checkpoint_round_trip(tmp_path):
     assert sv == VOCAB and tv == D.Vocab("xyz") and meta == {"seed": 0, "note": "test"}
     _, src, tgt = _batch()
     torch.testing.assert_close(loaded(src, tgt[:, :-1])[0], model(src, tgt[:, :-1])[0])
+    # str subclasses (torch.__version__) are stored as str; other objects are refused
+    R.save_checkpoint(path, model, VOCAB, VOCAB, meta={"torch": torch.__version__})
+    assert type(R.load_checkpoint(path)[3]["torch"]) is str
+    with pytest.raises(TypeError, match="meta"):
+        R.save_checkpoint(path, model, VOCAB, VOCAB, meta={"bad": object()})

@@ -28,7 +28,7 @@ __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID",
     "Vocab", "collate", "batches", "make_loader",
     "DEFAULT_LOCALES", "DATE_FORMATS", "ISO_ALPHABET",
-    "date_patterns", "render_date", "all_dates", "split_calendar", "make_date_pairs",
+    "date_patterns", "render_date", "date_field_spans", "all_dates", "split_calendar", "make_date_pairs",
     "DateSplits", "make_date_splits", "date_vocabs", "add_context", "CONTEXT_TEMPLATES",
     "make_copy_pairs", "make_reverse_pairs",
 ]
@@ -336,11 +336,51 @@ def _render(day: _dt.date, locale: str, fmt: str, pattern: str) -> str:
     loc = _locale(locale)
     if fmt == "ordinal":
         from babel.dates import tokenize_pattern, untokenize_pattern
-        suffixes = _ORDINAL_SUFFIXES[locale.split("_")[0]]
-        ordinal = f"{day.day}{suffixes[loc.ordinal_form(day.day)]}"
+        ordinal = _ordinal_day(day, locale)
         tokens = [("chars", ordinal) if tok == ("field", ("d", 1)) else tok for tok in tokenize_pattern(pattern)]
         pattern = untokenize_pattern(tokens)
     return _normalise_spaces(format_date(day, pattern, locale=loc))
+
+
+_FIELD_OF_LETTER = {"y": "year", "Y": "year", "u": "year", "M": "month", "L": "month", "d": "day",
+                    "E": "weekday", "c": "weekday", "e": "weekday"}
+
+
+def date_field_spans(day: _dt.date, locale: str, fmt: str) -> tuple[str, dict[str, list[tuple[int, int]]]]:
+    """``render_date(day, locale, fmt)`` and where its fields are: ``(text, spans)`` with
+    ``spans`` mapping "year", "month", "day", "weekday" (those present) to ``[(start, end), ...]``
+    character ranges of ``text``. Used to ask which input characters a model reads.
+
+    >>> date_field_spans(datetime.date(1998, 3, 3), "de", "long")
+    ('3. März 1998', {'day': [(0, 1)], 'month': [(3, 7)], 'year': [(8, 12)]})
+    """
+    text = render_date(day, locale, fmt)
+    from babel.dates import format_date, tokenize_pattern
+    pats = dict(_patterns_cached(locale, DATE_FORMATS))
+    pattern = pats.get(fmt) or dict(_patterns_cached(locale, (fmt,)))[fmt]
+    loc = _locale(locale)
+    pieces, spans, pos = [], {}, 0
+    for kind, value in tokenize_pattern(pattern):
+        if kind == "chars":
+            piece, field = value, None
+        elif fmt == "ordinal" and value == ("d", 1):
+            piece, field = _ordinal_day(day, locale), "day"
+        else:
+            piece = format_date(day, value[0] * value[1], locale=loc)
+            field = _FIELD_OF_LETTER.get(value[0])
+        piece = piece.replace("\u00a0", " ").replace("\u202f", " ")
+        if field is not None:
+            spans.setdefault(field, []).append((pos, pos + len(piece)))
+        pieces.append(piece)
+        pos += len(piece)
+    if "".join(pieces) != text:  # pragma: no cover - a pattern whose spacing the normaliser changes
+        raise ValueError(f"fmt: cannot locate the fields of {fmt!r} in {locale!r} ({text!r})")
+    return text, spans
+
+
+def _ordinal_day(day: _dt.date, locale: str) -> str:
+    suffixes = _ORDINAL_SUFFIXES[locale.split("_")[0]]
+    return f"{day.day}{suffixes[_locale(locale).ordinal_form(day.day)]}"
 
 
 def all_dates(years: tuple[int, int] = YEARS) -> list[_dt.date]:

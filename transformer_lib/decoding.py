@@ -94,10 +94,12 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     """Keep the `beam_size` best prefixes at every step instead of one.
 
     Each step extends every live prefix by every token and keeps the best `beam_size` of
-    the results by total log-probability; a prefix that produces <eos> is set aside as a
-    finished hypothesis. A row stops once it has `beam_size` finished hypotheses (or at
-    `max_len`); the best finished one by log P(Y) / lp(Y) is returned. The whole batch is
-    decoded together: (B * beam_size) prefixes go through the decoder at once.
+    the results by total log-probability; a prefix that produces <eos> among the
+    `beam_size` best candidates is set aside as a finished hypothesis (the best `beam_size`
+    are kept). A row stops when it has `beam_size` finished hypotheses and no live prefix
+    can still beat the worst of them (exact for alpha = 0, where scores only fall as a prefix
+    grows), or at `max_len`; the best finished one by log P(Y) / lp(Y) is returned. The whole
+    batch is decoded together: (B * beam_size) prefixes go through the decoder at once.
     """
     _check(src, max_len)
     check_positive_int("beam_size", beam_size)
@@ -110,6 +112,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     live = torch.full((B, k), float("-inf"), device=src.device)
     live[:, 0] = 0.0  # all beams start identical: keep one, or the top-k would be k copies
     finished: list[list[tuple[float, float, list[int]]]] = [[] for _ in range(B)]  # (rank score, logp, ids)
+    done = [False] * B
     for step in range(1, max_len + 1):
         logp = _next_token_logp(model, ys, memory, src_mask_k, bos_id, pad_id)  # (B*k, V)
         vocab = logp.shape[-1]
@@ -120,7 +123,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
             kept = 0
             for rank, (s, idx) in enumerate(zip(top_scores[b].tolist(), top_idx[b].tolist())):
                 beam, tok = divmod(idx, vocab)
-                if s == float("-inf") or len(finished[b]) >= k or kept == k:
+                if s == float("-inf") or done[b] or kept == k:
                     break
                 prefix = ys[b * k + beam, 1:].tolist()
                 if tok != eos_id:
@@ -129,14 +132,19 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
                     kept += 1
                 elif rank < k:  # an <eos> counts only among the k best candidates (so k = 1 is greedy)
                     finished[b].append((s / length_penalty(len(prefix) + 1, alpha), s, prefix + [eos_id]))
+                    finished[b] = sorted(finished[b], key=lambda h: -h[0])[:k]
             while kept < k:  # pad the beam with dead rows to keep the (B*k) layout
                 new_rows.append(torch.cat([ys[b * k], ys.new_tensor([pad_id])]))
                 kept += 1
+            best_live = new_live[b].max().item()
+            if len(finished[b]) >= k and (best_live == float("-inf")
+                                          or best_live / length_penalty(step, alpha) <= finished[b][-1][0]):
+                done[b] = True
         ys, live = torch.stack(new_rows), new_live
-        if all(len(f) >= k for f in finished):
+        if all(done):
             break
     for b in range(B):  # rows that ran out of steps: their live prefixes count as finished
-        if len(finished[b]) < k:
+        if not done[b]:
             for j in range(k):
                 s = live[b, j].item()
                 if s > float("-inf"):

@@ -1,0 +1,95 @@
+"""Re-execute chapter notebooks in place, top to bottom, each in a fresh kernel.
+
+    python scripts/execute_notebooks.py                      # every chapters/*.ipynb
+    python scripts/execute_notebooks.py chapters/04_*.ipynb  # just these
+
+The kernel runs this interpreter (the project's .venv when started by `make notebooks`), with
+chapters/ as its working directory, so that the committed outputs are exactly what a reader
+gets from "Restart kernel and run all". Widget state is stored in the notebook's metadata so
+that the website can render the widgets without a kernel. A cell that raises stops that
+notebook and leaves its file untouched; the script then exits non-zero.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import KernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+CHAPTERS = ROOT / "chapters"
+
+
+class ThisInterpreter(KernelSpecManager):
+    """Always start the kernel with sys.executable, whatever kernelspecs the machine has."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return KernelSpec(
+            argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            display_name="Python 3 (ipykernel)",
+            language="python",
+        )
+
+
+def execute(path: Path, timeout: int) -> float:
+    nb = nbformat.read(path, as_version=4)
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=ThisInterpreter())
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=timeout,
+        kernel_name="python3",
+        store_widget_state=True,
+        record_timing=False,
+        resources={"metadata": {"path": str(CHAPTERS)}},
+    )
+    start = time.perf_counter()
+    try:
+        client.execute()
+    finally:
+        # nbclient leaves a kernel it was handed running; stop it before the next notebook.
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
+    seconds = time.perf_counter() - start
+    nbformat.validate(nb)
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: chapters/*.ipynb)")
+    parser.add_argument("--timeout", type=int, default=1200, help="seconds allowed per cell (default 1200)")
+    args = parser.parse_args(argv)
+
+    paths = args.notebooks or sorted(CHAPTERS.glob("*.ipynb"))
+    if not paths:
+        print("no notebooks to run", file=sys.stderr)
+        return 1
+    failed = []
+    for path in paths:
+        path = path.resolve()
+        if path.is_relative_to(Path.cwd()):
+            path = path.relative_to(Path.cwd())
+        print(f"{path}: running ...", flush=True)
+        try:
+            seconds = execute(path, args.timeout)
+        except CellExecutionError as err:
+            failed.append(path)
+            print(f"{path}: FAILED, file left unchanged\n{err}", file=sys.stderr, flush=True)
+            continue
+        print(f"{path}: done in {seconds:.0f} s", flush=True)
+    if failed:
+        print(f"{len(failed)} of {len(paths)} notebooks failed: {', '.join(map(str, failed))}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+#!/usr/bin/env python
+"""Train the small recurrent checkpoints that chapters 1 and 2 load.
+
+Chapter 1 (the bottleneck) compares a GRU encoder-decoder without attention and one with
+additive (Bahdanau) attention on the copy task, inputs of 4 to 32 symbols. Chapter 2 shows the
+alignments of attention models trained on the date task (``transformer_lib.data``) with
+additive and with dot-product (Luong) scores.
+
+    python scripts/train_rnn_checkpoints.py                 # every checkpoint below, in turn
+    python scripts/train_rnn_checkpoints.py --only copy_none copy_additive
+    python scripts/train_rnn_checkpoints.py --list
+
+Each run is seeded (``--seed``, default 0) and uses a fixed number of threads (``--threads``,
+default 1), so the same command on the same machine and torch version gives the same weights.
+A checkpoint stores the weights, the constructor arguments, both vocabularies and ``meta``: the
+command, seed, number of steps, wall time, and the evaluation figures measured during training
+(exact match by input length for the copy task, per language for the dates), so that a
+chapter can plot the learning curve without retraining. Files are written with ``torch.save``
+and read with ``transformer_lib.rnn.load_checkpoint`` (``torch.load(..., weights_only=True)``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from transformer_lib import data as D  # noqa: E402
+from transformer_lib import rnn as R  # noqa: E402
+
+COPY_ALPHABET = "abcdefghijklmnop"
+COPY_LENGTHS = tuple(range(4, 33, 4))
+COPY_PER_LENGTH = 100
+
+# name -> (task, attention, steps)
+RUNS = {
+    "copy_none": ("copy", None, 3000),
+    "copy_additive": ("copy", "additive", 3000),
+    "copy_none_long": ("copy", None, 9000),  # the same model trained three times longer
+    "date_additive": ("date", "additive", 2000),
+    "date_dot": ("date", "dot", 2000),
+}
+
+
+def lr_factor(step, total):
+    """The learning-rate schedule: constant for the first half, then linear decay to zero
+    (with a constant rate, Adam's late loss spikes left the copy models unstable)."""
+    return min(1.0, 2.0 * (1.0 - step / total))
+
+
+def copy_eval_pairs(lengths=COPY_LENGTHS, per_length=COPY_PER_LENGTH):
+    """The held-out copy examples: ``per_length`` random strings of each length (seed 1000 + length)."""
+    return [p for n in lengths for p in D.make_copy_pairs(per_length, n, n, COPY_ALPHABET, seed=1000 + n)]
+
+
+def copy_data(seed):
+    vocab = D.Vocab(COPY_ALPHABET)
+    train = D.make_copy_pairs(100_000, 4, 32, COPY_ALPHABET, seed=seed)
+    return train, copy_eval_pairs(), vocab, vocab
+
+
+def date_data(seed):
+    splits = D.make_date_splits(seed=seed, return_meta=True)
+    src_vocab, tgt_vocab = D.date_vocabs()
+    train = [(s, t) for s, t, *_ in splits.train]
+    # evaluate during training on the validation split (the chapters report the test split)
+    return train, splits.valid, src_vocab, tgt_vocab
+
+
+def evaluate(task, model, eval_pairs, src_vocab, tgt_vocab):
+    if task == "copy":
+        acc = R.accuracy_by_length(model, eval_pairs, src_vocab, tgt_vocab)
+        return {"by_length": {str(n): round(a, 4) for n, a in acc.items()},
+                "overall": round(sum(acc.values()) / len(acc), 4)}
+    outs = R.translate(model, [p[0] for p in eval_pairs], src_vocab, tgt_vocab, max_len=11)
+    by_loc: dict[str, list[bool]] = {}
+    for o, (_, t, loc, _fmt) in zip(outs, eval_pairs):
+        by_loc.setdefault(loc, []).append(o == t)
+    hits = [o == p[1] for o, p in zip(outs, eval_pairs)]
+    return {"by_locale": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_loc.items())},
+            "overall": round(sum(hits) / len(hits), 4)}
+
+
+def train_one(name, args):
+    task, attention, default_steps = RUNS[name]
+    steps = args.steps or default_steps
+    torch.manual_seed(args.seed)
+    train, eval_pairs, src_vocab, tgt_vocab = (copy_data if task == "copy" else date_data)(args.seed)
+    model = R.Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=args.emb_dim, hidden_size=args.hidden,
+                      attention=attention, bidirectional=True, attn_size=args.hidden).to(args.device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, steps))
+    history, done, train_seconds = [], 0, 0.0
+    print(f"[{name}] {sum(p.numel() for p in model.parameters()):,} parameters, {steps} steps", flush=True)
+    while done < steps:
+        chunk = min(args.eval_every, steps - done)
+        t0 = time.perf_counter()
+        # a different batch stream per chunk, all determined by the seed
+        losses = _train_chunk(model, opt, sched, train, src_vocab, tgt_vocab, chunk, args,
+                              seed=args.seed * 100_003 + done)
+        train_seconds += time.perf_counter() - t0
+        done += chunk
+        model.cpu()
+        result = evaluate(task, model, eval_pairs, src_vocab, tgt_vocab)
+        model.to(args.device)
+        history.append({"step": done, "train_seconds": round(train_seconds, 1),
+                        "loss": round(sum(losses) / len(losses), 4), **result})
+        print(f"[{name}] step {done:5d}  {train_seconds:7.1f} s  loss {history[-1]['loss']:.4f}  "
+              f"{json.dumps(result)}", flush=True)
+        # saved after every evaluation, so that an interrupted run still leaves its last state
+        meta = {
+            "name": name, "task": task, "seed": args.seed, "steps": done, "planned_steps": steps,
+            "batch_size": args.batch_size, "lr": args.lr,
+            "lr_schedule": "constant for half the planned steps, then linear decay to 0", "threads": args.threads, "device": args.device,
+            "train_seconds": round(train_seconds, 1), "torch": str(torch.__version__),
+            "python": platform.python_version(),
+            "command": f"python scripts/train_rnn_checkpoints.py --only {name} --seed {args.seed} --device {args.device}"
+                       + (f" --steps {args.steps}" if args.steps else ""),
+            "history": history,
+            "eval": "copy: 100 random strings of each length 4, 8, ..., 32 (seed 1000 + length)" if task == "copy"
+            else "dates: the validation split of make_date_splits(seed)",
+        }
+        out = Path(args.out) / f"{name}.pt"
+        R.save_checkpoint(out, model.cpu(), src_vocab, tgt_vocab, meta)
+        model.to(args.device)
+    model.cpu()
+    print(f"[{name}] wrote {out} ({out.stat().st_size / 1e6:.2f} MB) in {train_seconds:.0f} s of training", flush=True)
+    return meta
+
+
+def _train_chunk(model, opt, sched, train, src_vocab, tgt_vocab, steps, args, seed):
+    if args.device == "cpu":
+        return R.train_seq2seq(model, train, src_vocab, tgt_vocab, steps=steps, batch_size=args.batch_size,
+                               seed=seed, clip=1.0, optimizer=opt, callback=lambda step, loss: sched.step())
+    # same loop on another device: batches are made on the CPU and moved
+    gen = torch.Generator().manual_seed(seed)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        idx = torch.randint(len(train), (args.batch_size,), generator=gen).tolist()
+        src, tgt = D.collate([train[i] for i in idx], src_vocab, tgt_vocab)
+        loss = R.seq2seq_loss(model, src.to(args.device), tgt.to(args.device))
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="train only these checkpoints")
+    p.add_argument("--list", action="store_true", help="list the checkpoints and exit")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--steps", type=int, default=None, help="override the number of training steps")
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--emb-dim", type=int, default=64)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--out", default=str(ROOT / "checkpoints"))
+    args = p.parse_args(argv)
+    if args.list:
+        for name, (task, att, steps) in RUNS.items():
+            print(f"{name:15s} task={task:5s} attention={att} steps={steps}")
+        return
+    torch.set_num_threads(args.threads)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    metas = [train_one(name, args) for name in (args.only or RUNS)]
+    for m in metas:
+        print(json.dumps({k: m[k] for k in ("name", "steps", "train_seconds")} | {"final": m["history"][-1]}))
+
+
+if __name__ == "__main__":
+    main()

@@ -50,9 +50,9 @@ def test_accuracy(model, pairs, src_vocab, tgt_vocab, batch_size=512):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-steps", type=int, default=6000)
+    ap.add_argument("--max-steps", type=int, default=8000)
     ap.add_argument("--max-seconds", type=float, default=None)
-    ap.add_argument("--target", type=float, default=0.995, help="stop at this validation exact match")
+    ap.add_argument("--target", type=float, default=0.999, help="stop at this validation exact match")
     ap.add_argument("--out", default=str(ROOT / "checkpoints" / "transformer_dates.pt"))
     args = ap.parse_args()
 

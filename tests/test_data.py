@@ -107,8 +107,7 @@ def test_split_sizes_and_determinism(splits):
     assert [len(s) for s in splits] == [29221, 3652, 3652]
     again = D.make_date_splits(seed=0, return_meta=True)
     assert again == splits
-    other = D.make_date_splits(seed=1)
-    assert other.test != [p[:2] for p in splits.test]
+    assert D.split_calendar(seed=1)[2] != D.split_calendar(seed=0)[2]
     plain = D.make_date_splits(seed=0)
     assert plain.train[:100] == [p[:2] for p in splits.train[:100]]
     assert all(len(p) == 2 for p in plain.valid)
@@ -170,8 +169,9 @@ def test_render_matches_the_stored_format(splits):
 
 
 def test_context_makes_inputs_longer_and_keeps_the_answer():
-    plain = D.make_date_splits(seed=0).test
-    wrapped = D.make_date_splits(seed=0, context=1.0).test
+    days = D.split_calendar(seed=0)[2][:1500]
+    plain = D.make_date_pairs(days, seed=3)
+    wrapped = D.make_date_pairs(days, seed=3, context=1.0)
     assert [t for _, t in plain] == [t for _, t in wrapped]
     assert sum(len(s) for s, _ in wrapped) > 2 * sum(len(s) for s, _ in plain)
     src_vocab, _ = D.date_vocabs(context=True)
@@ -225,3 +225,22 @@ def test_copy_and_reverse_tasks():
         D.make_copy_pairs(10, 5, 3)
     with pytest.raises(ValueError, match="alphabet"):
         D.make_copy_pairs(10, alphabet="a")
+
+
+def test_date_field_spans_point_at_the_right_characters(splits):
+    text, spans = D.date_field_spans(dt.date(1998, 3, 3), "de", "long")
+    assert text == "3. März 1998"
+    assert spans == {"day": [(0, 1)], "month": [(3, 7)], "year": [(8, 12)]}
+    assert D.date_field_spans(dt.date(1998, 3, 3), "en", "ordinal")[1]["day"] == [(6, 9)]
+    for src, tgt, loc, fmt in splits.test[:1000]:
+        day = dt.date.fromisoformat(tgt)
+        text, spans = D.date_field_spans(day, loc, fmt)
+        assert text == src
+        (y0, y1), = spans["year"]
+        assert int(text[y0:y1]) in (day.year, day.year % 100)
+        (d0, d1), = spans["day"]
+        assert int(re.match(r"\d+", text[d0:d1]).group()) == day.day
+        (m0, m1), = spans["month"]
+        month = text[m0:m1]
+        assert (month.isdigit() and int(month) == day.month) or month.lower().strip(".") in {
+            n.lower().strip(".") for w in ("wide", "abbreviated") for n in [get_month_names(w, "format", loc)[day.month]]}

@@ -118,7 +118,8 @@ def train_one(name, args):
         meta = {
             "name": name, "task": task, "seed": args.seed, "steps": done, "planned_steps": steps,
             "batch_size": args.batch_size, "lr": args.lr,
-            "lr_schedule": "constant for half the planned steps, then linear decay to 0", "threads": args.threads, "device": args.device,
+            "lr_schedule": "constant for half the planned steps, then linear decay to 0",
+            "threads": args.threads, "device": args.device,
             "train_seconds": round(train_seconds, 1), "torch": str(torch.__version__),
             "python": platform.python_version(),
             "command": f"python scripts/train_rnn_checkpoints.py --only {name} --seed {args.seed} --device {args.device}"
@@ -170,7 +171,7 @@ def main(argv=None):
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--emb-dim", type=int, default=64)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--out", default=str(ROOT / "checkpoints"))
+    p.add_argument("--out", default=str(ROOT / "transformer_lib" / "checkpoints"))
     args = p.parse_args(argv)
     if args.list:
         for name, (task, att, steps) in RUNS.items():

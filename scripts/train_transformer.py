@@ -1,12 +1,12 @@
 """Train the book's date-normalisation Transformer and save it as a small checkpoint.
 
-    python scripts/train_transformer.py                  # writes checkpoints/transformer_dates.pt
+    python scripts/train_transformer.py                  # writes transformer_lib/checkpoints/transformer_dates.pt
     python scripts/train_transformer.py --max-seconds 60 # a shorter run
 
 Chapter 11 runs a short version of this training live and then loads the checkpoint this
 script writes; chapter 12 decodes with it. The run is deterministic for a given seed and
 thread count (1 thread). The figures of the run that made the committed checkpoint are
-written to checkpoints/transformer_dates.json beside it.
+written to transformer_lib/checkpoints/transformer_dates.json beside it.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import torch
 
 import transformer_lib as tl
 from transformer_lib.data import collate, date_vocabs, make_date_splits, make_loader
-from transformer_lib.decoding import greedy_decode
+from transformer_lib.decoding import translate
 from transformer_lib.metrics import character_error_rate, exact_match
 from transformer_lib.training import TrainConfig, train
 
@@ -36,13 +36,9 @@ def build(src_vocab, tgt_vocab) -> tl.Transformer:
     return tl.Transformer(tl.TransformerConfig(len(src_vocab), len(tgt_vocab), **MODEL))
 
 
-def test_accuracy(model, pairs, src_vocab, tgt_vocab, batch_size=512):
+def test_accuracy(model, pairs, src_vocab, tgt_vocab):
     """Greedy exact match and character error rate on `pairs`, and the predictions."""
-    preds = []
-    for i in range(0, len(pairs), batch_size):
-        src, tgt = collate(pairs[i : i + batch_size], src_vocab, tgt_vocab)
-        out = greedy_decode(model, src, max_len=tgt.shape[1])
-        preds += [tgt_vocab.decode(row) for row in out.tokens]
+    preds = translate(model, [s for s, _ in pairs], src_vocab, tgt_vocab, max_len=12)
     refs = [t for _, t in pairs]
     return exact_match(preds, refs), character_error_rate(preds, refs), preds
 
@@ -53,7 +49,7 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=8000)
     ap.add_argument("--max-seconds", type=float, default=None)
     ap.add_argument("--target", type=float, default=0.999, help="stop at this validation exact match")
-    ap.add_argument("--out", default=str(ROOT / "checkpoints" / "transformer_dates.pt"))
+    ap.add_argument("--out", default=str(ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.pt"))
     args = ap.parse_args()
 
     tl.setup(seed=args.seed, threads=1, plots=False)

@@ -151,3 +151,20 @@ def test_metrics():
         exact_match(["a"], ["a", "b"])
     with pytest.raises(TypeError, match="sequences of strings"):
         bleu("abc", "abc")
+
+
+def test_translate_decodes_strings_in_batches_like_greedy_decode():
+    from transformer_lib.data import Vocab, collate
+    from transformer_lib.decoding import translate
+
+    vocab = Vocab("abcdef")
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=32,
+                                                n_layers=1, dropout=0.0)).eval()
+    sources = ["abc", "fed", "a", "bbbbbb", "cafe"]
+    src, _ = collate([(s, "") for s in sources], vocab, vocab)
+    expected = [vocab.decode(r) for r in greedy_decode(model, src, max_len=7).tokens]
+    assert translate(model, sources, vocab, vocab, max_len=7, batch_size=2) == expected
+    assert len(translate(model, sources, vocab, vocab, max_len=7, beam_size=3)) == 5
+    with pytest.raises(TypeError, match="not a single string"):
+        translate(model, "abc", vocab, vocab)

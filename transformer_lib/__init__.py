@@ -20,7 +20,7 @@ from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask, target_mask
 from .model import EncoderDecoder, Transformer, TransformerConfig, count_parameters
 from .positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_encoding
-from .utils import setup
+from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
@@ -34,7 +34,7 @@ __all__ = [
     "causal_mask", "padding_mask", "target_mask",
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
-    "setup", "plot_attention", "AttentionExplorer",
+    "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

@@ -274,8 +274,7 @@ _PATTERN_CACHE: dict = {}
 def _patterns_cached(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     key = (locale, formats)
     if key not in _PATTERN_CACHE:
-        from babel import Locale
-        loc = Locale.parse(locale)
+        loc = _locale(locale)
         out: dict[str, str] = {}
         for name in formats:
             if name in ("full", "long", "medium", "short"):
@@ -284,7 +283,6 @@ def _patterns_cached(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, 
                 if locale.split("_")[0] not in _ORDINAL_SUFFIXES:
                     continue
                 pat = loc.date_formats["long"].pattern  # the day field is replaced at render time
-                name = "ordinal"
             elif name in loc.datetime_skeletons:
                 pat = loc.datetime_skeletons[name].pattern
             else:
@@ -310,15 +308,14 @@ def render_date(day: _dt.date, locale: str, fmt: str) -> str:
         raise TypeError(f"day: expected a datetime.date, got {type(day).__name__}")
     (locale,) = _check_locales((locale,))
     _check_formats((fmt,))
-    pats = dict(_patterns_cached(locale, DATE_FORMATS))
-    if fmt not in pats:
-        # a format whose pattern equals an earlier one is stored under the earlier name
-        pat = dict(_patterns_cached(locale, (fmt,))).get(fmt)
-        if pat is None:
-            raise ValueError(f"fmt: locale {locale!r} has no format {fmt!r}")
-    else:
-        pat = pats[fmt]
-    return _render(day, locale, fmt, pat)
+    return _render(day, locale, fmt, _pattern(locale, fmt))
+
+
+def _pattern(locale: str, fmt: str) -> str:
+    pat = dict(_patterns_cached(locale, (fmt,))).get(fmt)
+    if pat is None:
+        raise ValueError(f"fmt: locale {locale!r} has no format {fmt!r}")
+    return pat
 
 
 _LOCALE_CACHE: dict = {}
@@ -356,8 +353,7 @@ def date_field_spans(day: _dt.date, locale: str, fmt: str) -> tuple[str, dict[st
     """
     text = render_date(day, locale, fmt)
     from babel.dates import format_date, tokenize_pattern
-    pats = dict(_patterns_cached(locale, DATE_FORMATS))
-    pattern = pats.get(fmt) or dict(_patterns_cached(locale, (fmt,)))[fmt]
+    pattern = _pattern(locale, fmt)
     loc = _locale(locale)
     pieces, spans, pos = [], {}, 0
     for kind, value in tokenize_pattern(pattern):

@@ -182,3 +182,24 @@ def attention_of(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id:
         else:
             groups["decoder"].append(w)
     return groups
+
+
+def translate(model: nn.Module, sources, src_vocab, tgt_vocab, max_len: int = 40, beam_size: int = 1,
+              batch_size: int = 512, alpha: float = 0.0) -> list[str]:
+    """Decode a list of strings with `model`: greedy when `beam_size` is 1, else beam search.
+
+    `src_vocab` and `tgt_vocab` are `transformer_lib.data.Vocab`s; batches of `batch_size`
+    sources are padded together. Returns one output string per source."""
+    from .data import BOS_ID, EOS_ID, PAD_ID, collate
+
+    if isinstance(sources, str):
+        raise TypeError("sources must be a list of strings, not a single string")
+    check_positive_int("batch_size", batch_size)
+    outputs = []
+    for start in range(0, len(sources), batch_size):
+        src, _ = collate([(s, "") for s in sources[start : start + batch_size]], src_vocab, tgt_vocab)
+        kw = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
+        out = (greedy_decode(model, src, max_len, **kw) if beam_size == 1
+               else beam_search(model, src, max_len, beam_size=beam_size, alpha=alpha, **kw))
+        outputs += [tgt_vocab.decode(row) for row in out.tokens]
+    return outputs

@@ -6,6 +6,11 @@ import random
 
 import numpy as np
 import torch
+from pathlib import Path
+
+#: Where the book's small trained models live: inside the package, so that a notebook finds
+#: them wherever transformer_lib is installed (a clone, pip from git on Colab, Binder).
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 
 def setup(seed: int = 0, threads: int = 1, plots: bool = True) -> None:

@@ -11,6 +11,9 @@
       // The HTML manager loads its icon fonts from the folder of this module id's address;
       // without this, that is a folder next to the page, which does not exist.
       "@jupyter-widgets/html-manager/dist": here.replace(/\/$/, ""),
+      // The same for the modules it defines itself (@jupyter-widgets/base, /controls, ...),
+      // whose styles load the same fonts relative to their own ids.
+      "@jupyter-widgets": here.replace(/\/$/, ""),
       // anywidget's front end (its AMD build, copied from the anywidget Python package).
       anywidget: here + "anywidget/index",
     },

@@ -1,0 +1,247 @@
+"""The attention explorer (transformer_lib.explorer) on the built site, in headless Chromium.
+
+For every page of the built book whose saved widget state holds an `AttentionExplorer`:
+each explorer renders from the saved state with no kernel; choosing the kind, the layer and the
+head (from the menus and from the grid of thumbnails) draws exactly the saved weights (read
+back from the cells' data-weight attributes); pointing at a cell highlights its row and shows
+the row's numbers; the keyboard moves between cells; two views of one widget follow each
+other; the text box for live input stays hidden; nothing is requested from another host and
+no error is logged. Screenshots of each explorer go to artifacts/screenshots/.
+
+Needs the built site (`make book`); `make browser-test` runs it.
+"""
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = ROOT / "_build" / "html"
+EXPLORER_ID = "transformer_lib.explorer.AttentionExplorer"
+STATE_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
+VIEW_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S)
+# At most this many layers and heads of each kind are clicked through (the first and the last).
+MAX_CHECKED = 3
+
+
+def explorer_pages() -> dict[str, list[dict]]:
+    """page path -> the saved state of each explorer view on it, in the order of the page."""
+    pages = {}
+    if not SITE.is_dir():
+        return pages
+    for path in sorted(SITE.rglob("*.html")):
+        if "_static" in path.parts or "_sources" in path.parts:
+            continue
+        text = path.read_text(encoding="utf-8")
+        m = STATE_SCRIPT.search(text)
+        if not m:
+            continue
+        state = json.loads(html.unescape(m.group(1)))["state"]
+        views = []
+        for v in VIEW_SCRIPT.findall(text):
+            model_id = json.loads(html.unescape(v))["model_id"]
+            model = state.get(model_id, {}).get("state", {})
+            if model.get("_anywidget_id") == EXPLORER_ID:
+                views.append({"model_id": model_id, **model})
+        if views:
+            pages[path.relative_to(SITE).as_posix()] = views
+    return pages
+
+
+PAGES = explorer_pages()
+
+
+def parse_rows(rows):
+    return [[float(x) for x in row.split()] for row in rows]
+
+
+def saved_matrix(state, kind, layer, head):
+    k = next(k for k in state["data"]["kinds"] if k["id"] == kind)
+    if k["total_heads"] == 1:
+        head = 0
+    return parse_rows(k["mean"][layer] if head == -1 else k["weights"][layer][head])
+
+
+def spread(n: int) -> list[int]:
+    """Indices 0 .. n-1 to check: all of them, or the first few and the last."""
+    return list(range(n)) if n <= MAX_CHECKED else [*range(MAX_CHECKED - 1), n - 1]
+
+
+DRAWN = """root => {
+  const rows = [...root.querySelectorAll("table.tlx-heat tbody tr")];
+  return {
+    kind: root.dataset.kind, layer: Number(root.dataset.layer), head: Number(root.dataset.head),
+    queries: rows.map(r => r.querySelector("th").getAttribute("title")),
+    keys: [...root.querySelectorAll("table.tlx-heat thead th")].map(th => th.getAttribute("title")),
+    weights: rows.map(r => [...r.querySelectorAll("td")].map(td => Number(td.dataset.weight))),
+    colours: rows.map(r => [...r.querySelectorAll("td")].map(td => td.style.backgroundColor)),
+  };
+}"""
+
+
+def drawn(root):
+    return root.evaluate(DRAWN)
+
+
+def assert_same(drawn_weights, expected, what):
+    assert len(drawn_weights) == len(expected), f"{what}: {len(drawn_weights)} rows drawn, {len(expected)} saved"
+    for i, (a, b) in enumerate(zip(drawn_weights, expected)):
+        assert a == pytest.approx(b, abs=1e-9), f"{what}: row {i} drawn {a}, saved {b}"
+
+
+def test_the_site_shows_explorers():
+    assert SITE.is_dir(), f"{SITE} has no built site: run `make book` first"
+    assert PAGES, "no page of the built site shows an AttentionExplorer (book/attention_explorer has one)"
+
+
+@pytest.fixture
+def open_page(browser, site_url):
+    contexts = []
+
+    def _open(path):
+        # tall enough that an explorer fits on screen: hovering and its screenshot need no scrolling
+        context = browser.new_context(viewport={"width": 1280, "height": 1800})
+        contexts.append(context)
+        page = context.new_page()
+        log = {"errors": [], "failed": [], "foreign": []}
+
+        def on_route(route):
+            url = route.request.url
+            if url.startswith(site_url) or url.startswith(("data:", "blob:")):
+                route.continue_()
+            else:
+                log["foreign"].append(url)
+                route.abort()
+
+        page.route("**/*", on_route)
+        page.on("console", lambda m: m.type == "error" and log["errors"].append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: log["errors"].append(f"page error: {e}"))
+        page.on("requestfailed", lambda r: log["failed"].append(f"{r.url} ({r.failure})"))
+        page.on("response", lambda r: r.status >= 400 and log["failed"].append(f"{r.url} (HTTP {r.status})"))
+        page.goto(site_url + path, wait_until="networkidle")
+        return page, log
+
+    yield _open
+    for context in contexts:
+        context.close()
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_explorers_on_page(path, open_page, screenshots):
+    views = PAGES[path]
+    page, log = open_page(path)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.tlx table.tlx-heat td[data-weight]').length > 0 && "
+        f"document.querySelectorAll('.tlx').length >= {len(views)}",
+        timeout=20_000,
+    )
+    roots = page.locator(".tlx")
+    assert roots.count() == len(views), f"{roots.count()} explorers drawn, {len(views)} saved"
+    # The theme's sticky header would cover the top of an explorer in its screenshot.
+    page.add_style_tag(content=".bd-header, .bd-header-article, .skip-link { display: none !important; }")
+    stem = path.removesuffix(".html").replace("/", "__")
+
+    # As saved: each view first draws the map its state names, with the saved tokens and weights.
+    for n, state in enumerate(views):
+        root, what = roots.nth(n), f"{path} explorer {n}"
+        d = drawn(root)
+        assert (d["kind"], d["layer"], d["head"]) == (state["kind"], state["layer"], state["head"]), what
+        k = next(k for k in state["data"]["kinds"] if k["id"] == state["kind"])
+        assert d["queries"] == k["queries"] and d["keys"] == k["keys"], f"{what}: tokens differ from the saved ones"
+        assert_same(d["weights"], saved_matrix(state, state["kind"], state["layer"], state["head"]), what)
+        assert root.locator("form.tlx-input").is_hidden(), f"{what}: the live text box shows without a kernel"
+
+    seen = set()
+    for n, state in enumerate(views):
+        if state["model_id"] in seen:  # another view of a widget already explored: see the end
+            continue
+        seen.add(state["model_id"])
+        root = roots.nth(n)
+        root.evaluate("r => r.scrollIntoView({block: 'start'})")
+        what = f"{path} explorer {n}"
+        kinds = state["data"]["kinds"]
+
+        # Every kind, some layers and heads, from the menus: the drawn map is the saved one.
+        for k in kinds:
+            if len(kinds) > 1:
+                root.locator("select.tlx-kind").select_option(k["id"])
+            heads = [-1] + spread(k["n_heads"]) if k["total_heads"] > 1 else [0]
+            for layer in spread(k["n_layers"]):
+                if k["n_layers"] > 1:
+                    root.locator("select.tlx-layer").select_option(str(layer))
+                for head in heads:
+                    if len(heads) > 1:
+                        root.locator("select.tlx-head").select_option(str(head))
+                    d = drawn(root)
+                    label = f"{what}, {k['id']} layer {layer} head {head}"
+                    assert (d["kind"], d["layer"], d["head"]) == (k["id"], layer, head), label
+                    assert d["queries"] == k["queries"] and d["keys"] == k["keys"], label
+                    assert_same(d["weights"], saved_matrix(state, k["id"], layer, head), label)
+
+            # A thumbnail of the grid opens its map (the last layer, head 0).
+            layer, head = k["n_layers"] - 1, 0
+            root.locator(f'button.tlx-thumb[data-layer="{layer}"][data-head="{head}"]').click()
+            d = drawn(root)
+            assert (d["layer"], d["head"]) == (layer, head), f"{what}: clicking a thumbnail did not open it"
+            assert root.locator("select.tlx-layer").input_value() == str(layer)
+            assert_same(d["weights"], saved_matrix(state, k["id"], layer, head), f"{what}, thumbnail")
+
+        # Pointing at a cell highlights its row and shows that row's weights as numbers.
+        k = next(k for k in kinds if k["id"] == drawn(root)["kind"])
+        d = drawn(root)
+        r, c = len(k["queries"]) // 2, len(k["keys"]) // 2
+        root.locator(f'td[data-row="{r}"][data-col="{c}"]').hover()
+        active = root.locator("table.tlx-heat tbody tr.tlx-active")
+        assert active.count() == 1 and active.get_attribute("data-row") == str(r), f"{what}: row {r} not highlighted"
+        readout = root.locator(".tlx-readout")
+        assert readout.get_attribute("data-row") == str(r)
+        decimals = state["data"]["decimals"]
+        numbers = [float(x) for x in re.findall(r"\d+\.\d+", " ".join(readout.locator(".tlx-w").all_inner_texts()))]
+        assert numbers == pytest.approx([round(v, decimals) for v in d["weights"][r]]), f"{what}: readout {numbers}"
+        label = root.locator(f'td[data-row="{r}"][data-col="{c}"]').get_attribute("aria-label")
+        assert label.endswith(f"{d['weights'][r][c]:.{decimals}f}"), f"{what}: aria-label {label!r}"
+        page.screenshot(path=str(screenshots / f"explorer__{stem}__{n}.png"), clip=root.bounding_box())
+
+        # Pointing at a query token, in the map's row labels or in the lines, highlights its row.
+        last = len(k["queries"]) - 1
+        root.locator(f'table.tlx-heat tbody tr[data-row="{last}"] th').hover()
+        assert active.get_attribute("data-row") == str(last), f"{what}: hovering a row's token"
+        root.locator(f'svg.tlx-lines text.tlx-q[data-row="0"]').hover()
+        assert active.get_attribute("data-row") == "0", f"{what}: hovering a query token in the lines"
+        assert root.locator("svg.tlx-lines text.tlx-q.tlx-active").get_attribute("data-row") == "0"
+        strong = [float(x) for x in root.locator("svg.tlx-lines line:not(.tlx-dim)").evaluate_all(
+            "ls => ls.map(l => l.dataset.row)")]
+        assert strong and set(strong) == {0.0}, f"{what}: the lines of other rows are not dimmed"
+
+        # The keyboard: focus a cell, arrow down, and the next row is the active one.
+        root.locator('td[data-row="0"][data-col="0"]').focus()
+        page.keyboard.press("ArrowDown")
+        page.keyboard.press("ArrowRight")
+        focused = page.evaluate("() => [document.activeElement.dataset.row, document.activeElement.dataset.col]")
+        expected = [str(min(1, len(k["queries"]) - 1)), str(min(1, len(k["keys"]) - 1))]
+        assert focused == expected, f"{what}: the arrow keys moved the focus to {focused}, not {expected}"
+        assert active.get_attribute("data-row") == expected[0], f"{what}: the focused row is not highlighted"
+        assert root.locator(".tlx-details li").count() == len(k["queries"]), f"{what}: text description"
+        page.mouse.move(0, 0)
+
+    # Two views of one widget share its state: a change in one shows in the other.
+    by_model = {}
+    for n, state in enumerate(views):
+        by_model.setdefault(state["model_id"], []).append(n)
+    for model_id, ns in by_model.items():
+        if len(ns) < 2:
+            continue
+        state = views[ns[0]]
+        first, other = roots.nth(ns[0]), roots.nth(ns[1])
+        first.locator("button.tlx-thumb").last.click()
+        a, b = drawn(first), drawn(other)
+        assert (a["kind"], a["layer"], a["head"]) == (b["kind"], b["layer"], b["head"]), f"{path}: views of {model_id} differ"
+        assert a["weights"] == b["weights"], f"{path}: two views of {model_id} draw different maps"
+
+    assert not log["foreign"], f"requests to other hosts: {log['foreign']}"
+    assert not log["failed"], f"failed requests: {log['failed']}"
+    assert not log["errors"], f"errors: {log['errors']}"

@@ -16,7 +16,7 @@ PORT ?= 8000
 # `make notebooks NB="chapters/04_qkv_attention.ipynb"` re-executes just those.
 NB ?=
 
-.PHONY: help env book vendor test notebooks serve lab browser-test clean
+.PHONY: help env book vendor test notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
@@ -25,6 +25,7 @@ help:
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
 	@echo "make browser-test  load every built page in headless Chromium (after make book)"
+	@echo "make bench         measure chapters, attention and site; writes benchmarks/RESULTS.md"
 
 # The environment: pinned requirements plus transformer_lib itself, editable.
 env: $(ENV_STAMP)
@@ -67,6 +68,11 @@ lab: $(ENV_STAMP)
 
 browser-test: $(ENV_STAMP)
 	$(PY) -m pytest tests/browser
+
+# The performance report (not a test; about 25 minutes on 2 cores). Run it on a quiet machine:
+# it waits up to 15 minutes for the load average to fall below 1.5 and records it.
+bench: $(ENV_STAMP) $(VENDOR_STAMP)
+	$(PY) benchmarks/run.py --wait-for-load 900
 
 clean:
 	rm -rf _build book/_vendor artifacts

@@ -109,3 +109,179 @@ def test_part_openers_match_the_chapters():
             else:
                 assert "*(in preparation)*" in text, f"{where}: no notebook yet; mark it *(in preparation)*"
     assert seen == set(range(1, 15)), f"the part openers list chapters {sorted(seen)}, not 1 to 14"
+
+
+# The setup cell, exactly: on Colab and Binder it installs transformer_lib from the repository
+# only when the import fails, quietly (pip -q), and says so in one line; locally (and in the
+# committed outputs) it prints nothing.
+SETUP_CELL_HEAD = """\
+# Setup. On Colab or Binder this installs transformer_lib if it is missing; locally it does nothing.
+try:
+    import transformer_lib as tl
+except ImportError:
+    %pip install -q "transformer_lib @ git+{url}"
+    import transformer_lib as tl
+    print("Installed transformer_lib from the book's repository.")
+tl.setup("""
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_first_code_cell_is_the_setup_cell(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code, "no code cells"
+    source = "".join(code[0]["source"])
+    expected = SETUP_CELL_HEAD.format(url=repository_url())
+    assert source.startswith(expected), (
+        "the first code cell must begin with the setup cell of CONTRIBUTING.md, word for word:\n"
+        f"{expected}...\nit begins:\n{source[:len(expected) + 40]}"
+    )
+    printed = [o for o in code[0].get("outputs", []) if o.get("output_type") in ("stream", "display_data", "execute_result")]
+    assert not printed, "the setup cell prints something locally (its committed outputs should be empty)"
+    later = [i for i, c in enumerate(code[1:], 2) if re.search(r"^\s*[%!]\s*pip\b", "".join(c["source"]), re.M)]
+    assert not later, f"code cells {later} install packages: only the setup cell may"
+
+
+def test_contributing_shows_the_setup_cell():
+    text = (ROOT / "CONTRIBUTING.md").read_text()
+    lines = SETUP_CELL_HEAD.format(url=repository_url()).splitlines()
+    block = "\n".join("  " + line for line in lines)  # indented in a list item
+    assert block in text, "CONTRIBUTING.md's setup cell differs from the one the chapters must use"
+
+
+IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
+# Import name -> the distribution that provides it, where the two differ.
+DISTRIBUTION = {"sklearn": "scikit-learn", "PIL": "pillow", "yaml": "pyyaml", "IPython": "ipython"}
+
+
+def project_dependencies() -> list[str]:
+    import tomllib
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    return [re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", d).group(0)).lower() for d in deps]
+
+
+def test_binder_installs_what_the_package_needs():
+    # postBuild installs transformer_lib with --no-deps, so each of its dependencies must be
+    # pinned in binder/requirements.txt.
+    binder = pins(ROOT / "binder" / "requirements.txt")
+    missing = [d for d in project_dependencies() if d not in binder]
+    assert not missing, f"binder/requirements.txt lacks transformer_lib's dependencies {missing}"
+
+
+def test_binder_installs_what_the_chapters_import():
+    import sys
+
+    binder = set(pins(ROOT / "binder" / "requirements.txt"))
+    provided = binder | {"transformer-lib", "ipython"}  # postBuild; IPython comes with ipykernel
+    missing = {}
+    for path in CHAPTERS:
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            for name in IMPORT.findall("".join(cell["source"])):
+                if name in sys.stdlib_module_names:
+                    continue
+                dist = re.sub(r"[-_.]+", "-", DISTRIBUTION.get(name, name)).lower()
+                if dist not in provided:
+                    missing.setdefault(dist, set()).add(path.name)
+    assert not missing, f"chapters import packages that binder/requirements.txt does not install: {missing}"
+
+
+def test_binder_environment():
+    requirements = (ROOT / "binder" / "requirements.txt").read_text()
+    assert re.search(r"^--extra-index-url https://download\.pytorch\.org/whl/cpu\s*$", requirements, re.M), (
+        "binder/requirements.txt must take torch from PyTorch's CPU index (the CUDA build does not fit Binder)"
+    )
+    # Binder gives about 2 GB of memory and builds an image per commit: nothing beyond what a
+    # reader runs (no site builder, test tools or browser driver; Binder brings JupyterLab).
+    heavy = {"jupyter-book", "sphinx", "playwright", "pytest", "nbval", "jupyterlab", "myst-nb"}
+    assert not heavy & set(pins(ROOT / "binder" / "requirements.txt")), "binder/ installs build or test tools"
+    post_build = ROOT / "binder" / "postBuild"
+    assert post_build.is_file() and post_build.stat().st_mode & 0o111, "binder/postBuild must exist and be executable"
+    commands = [line for line in post_build.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert any(re.search(r"\bpip install\b.*\s-e\s+\.\s*$|\bpip install\b.*\s\.\s*$", line) for line in commands), (
+        "binder/postBuild must install the repository's own package (pip install -e .)"
+    )
+    runtime = (ROOT / "binder" / "runtime.txt").read_text().strip()
+    assert runtime == "python-3.11", f"binder/runtime.txt says {runtime!r}; the book is pinned for Python 3.11"
+
+
+def test_launch_settings():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    assert config["repository"]["url"] == "https://github.com/transformer-book/transformer-book"
+    assert config["repository"]["branch"] == "main"
+    launch = config["launch_buttons"]
+    assert launch["binderhub_url"].rstrip("/") == "https://mybinder.org"
+    assert launch["colab_url"].rstrip("/") == "https://colab.research.google.com"
+
+
+def ci_commands(text: str) -> list[str]:
+    return re.findall(r"^\s*(?:run:\s*)?(make (?:test|book|browser-test))\s*$", text, re.M)
+
+
+def test_ci_script_runs_the_browser_suite_after_the_build():
+    assert ci_commands((ROOT / ".ci" / "run").read_text()) == ["make test", "make book", "make browser-test"]
+
+
+def test_make_test_needs_no_built_site():
+    makefile = (ROOT / "Makefile").read_text()
+    rule = re.search(r"^test:(.*)\n((?:\t.*\n)+)", makefile, re.M)
+    assert rule, "the Makefile has no test rule"
+    assert "book" not in rule.group(1).split() and "_build" not in rule.group(2) and "browser" not in rule.group(2)
+
+
+def test_readme_commands():
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", readme, re.S)
+    assert blocks[:2] == ["make book\n", "make test\n"], "the README must open with `make book` and `make test`"
+    assert "(benchmarks/RESULTS.md)" in readme, "the README must link the performance report"
+    assert (ROOT / "benchmarks" / "RESULTS.md").is_file(), "benchmarks/RESULTS.md is missing: run `make bench`"
+
+
+def test_workflow_builds_tests_and_publishes():
+    workflows = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+    assert workflows, "no GitHub Actions workflow"
+    text = "\n".join(w.read_text() for w in workflows)
+    docs = [yaml.safe_load(w.read_text()) for w in workflows]
+    triggers = {}
+    for doc in docs:
+        on = doc.get("on", doc.get(True))  # YAML 1.1 reads the key `on` as True
+        triggers.update(on if isinstance(on, dict) else {name: None for name in ([on] if isinstance(on, str) else on)})
+    assert "pull_request" in triggers, "the workflow must run on pull requests"
+    assert "main" in (triggers.get("push") or {}).get("branches", []), "the workflow must run on pushes to main"
+    assert ci_commands(text)[:3] == ["make test", "make book", "make browser-test"], "the workflow must run the README's commands"
+    assert re.search(r"apt-get install[^\n]*(\\\n[^\n]*)*\bchromium\b", text), "the workflow must install chromium with apt"
+    assert "actions/upload-pages-artifact" in text and "actions/deploy-pages" in text, "the workflow must publish to Pages"
+    assert "_build/html" in text
+
+
+def test_how_to_run_walks_through_the_three_ways():
+    text = (ROOT / "book" / "how_to_run.md").read_text()
+    url = repository_url()
+    owner_repo = url.removeprefix("https://github.com/")
+    for needed in (
+        f"git clone {url}", "make book", "make test",  # on your own machine
+        f"https://mybinder.org/v2/gh/{owner_repo}/main?urlpath=lab/tree/chapters/",  # Binder
+        f"https://colab.research.google.com/github/{owner_repo}/blob/main/chapters/",  # Colab
+        f'%pip install -q "transformer_lib @ git+{url}"',
+    ):
+        assert needed in text, f"book/how_to_run.md does not show {needed!r}"
+
+
+REPO_FILE = re.compile(r"""Path\(\s*["']\.\.["']\s*\)|["']\.\./|["'](?:checkpoints|scripts|binder)/""")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_chapter_needs_no_repository_files(path):
+    # Colab opens the notebook alone: whatever a chapter reads must come with transformer_lib
+    # (its checkpoints are package data, tl.CHECKPOINTS), not from the repository around it.
+    nb = json.loads(path.read_text())
+    found = [
+        (i, m.group(0))
+        for i, c in enumerate(nb["cells"])
+        if c["cell_type"] == "code"
+        for m in REPO_FILE.finditer("".join(c["source"]))
+    ]
+    assert not found, f"cells read files of the repository, which Colab does not have: {found}"

@@ -4,6 +4,7 @@
     python benchmarks/run.py                    # everything, into benchmarks/RESULTS.md
     python benchmarks/run.py --quick            # small settings, to try the script (~2 min)
     python benchmarks/run.py --only notebooks   # one part: notebooks, attention or site
+    python benchmarks/run.py --resume           # go on after an interruption
 
 What it measures, and how:
 
@@ -56,6 +57,8 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+# Measurements so far, saved after each one, so that `--resume` goes on after an interruption.
+PROGRESS = ROOT / "artifacts" / "bench-progress.json"
 
 # Budgets (on the 2-core machine the book targets). Missed budgets are reported, not relaxed.
 CHAPTER_SECONDS = 90
@@ -207,10 +210,15 @@ def execute_notebook_child(path: str) -> None:
     }))
 
 
-def bench_notebooks(paths: list[Path]) -> list[dict]:
+def bench_notebooks(paths: list[Path], done: dict, save) -> list[dict]:
     rows = []
     for path in paths:
+        if path.name in done:
+            rows.append(done[path.name])
+            print(f"  {path.relative_to(ROOT)}: measured before", flush=True)
+            continue
         print(f"  {path.relative_to(ROOT)} ...", end=" ", flush=True)
+        load = load_average()[0]
         proc = subprocess.run([sys.executable, str(SCRIPT), "--execute-notebook", str(path)],
                               capture_output=True, text=True, cwd=path.parent)
         try:
@@ -220,7 +228,10 @@ def bench_notebooks(paths: list[Path]) -> list[dict]:
                    "error": (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]}
         row["notebook"] = path.name
         row["peak_bytes"] = max(row["kernel_peak_bytes"], row["tree_peak_bytes"])
+        row["load"] = load
         rows.append(row)
+        done[path.name] = row
+        save()
         print(f"{row['seconds']:.1f} s, {row['peak_bytes'] / GB:.2f} GB" + (f"  ERROR {row['error']}" if row["error"] else ""), flush=True)
     return rows
 
@@ -307,14 +318,19 @@ def attention_child(impl: str, d_model: int, length: int, threads: int, max_reps
     }))
 
 
-def bench_attention(lengths, d_models, threads: int, max_reps: int, max_seconds: float) -> list[dict]:
+def bench_attention(lengths, d_models, threads: int, max_reps: int, max_seconds: float, done: dict, save) -> list[dict]:
     rows = []
     for d_model in d_models:
         for length in lengths:
             for impl in IMPLEMENTATIONS:
-                row = {"impl": impl, "d_model": d_model, "length": length,
-                       "estimate_bytes": estimate_bytes(impl, d_model, length)}
+                key = f"{impl}/{d_model}/{length}"
                 label = f"  d_model={d_model} T={length} {impl}"
+                if key in done:
+                    rows.append(done[key])
+                    print(f"{label}: measured before", flush=True)
+                    continue
+                row = {"impl": impl, "d_model": d_model, "length": length,
+                       "estimate_bytes": estimate_bytes(impl, d_model, length), "load": load_average()[0]}
                 if row["estimate_bytes"] > SKIP_BYTES:
                     row["skipped"] = f"estimated {row['estimate_bytes'] / GB:.1f} GB > {SKIP_BYTES / GB:.0f} GB"
                     print(f"{label}: skipped ({row['skipped']})", flush=True)
@@ -330,10 +346,11 @@ def bench_attention(lengths, d_models, threads: int, max_reps: int, max_seconds:
                 except (IndexError, json.JSONDecodeError):
                     row["error"] = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:300]
                     print(f"{label}: ERROR {row['error']}", flush=True)
-                    rows.append(row)
-                    continue
-                print(f"{label}: {row['best_seconds'] * 1000:.1f} ms, +{row['extra_peak_bytes'] / MB:.0f} MB", flush=True)
+                else:
+                    print(f"{label}: {row['best_seconds'] * 1000:.1f} ms, +{row['extra_peak_bytes'] / MB:.0f} MB", flush=True)
                 rows.append(row)
+                done[key] = row
+                save()
     return rows
 
 
@@ -443,6 +460,13 @@ def write_report(info: dict, notebooks, attention, site, path: Path, quick: bool
         f"- Load average (1, 5, 15 min) when the run started: {', '.join(f'{x:.2f}' for x in info['load_start'])};"
         f" when it ended: {', '.join(f'{x:.2f}' for x in info['load_end'])}.",
     ]
+    if info.get("loads"):
+        loads = sorted(info["loads"])
+        lines.append(f"- 1-minute load average as each measurement began: median {statistics.median(loads):.2f},"
+                     f" highest {loads[-1]:.2f} (each measurement's is in RESULTS.json).")
+    if info.get("resumed"):
+        lines.append(f"- The run was interrupted and resumed ({', '.join(info['resumed'])}); measurements already"
+                     " taken were kept.")
     if info.get("load_note"):
         lines.append(f"- {info['load_note']}")
     lines.append(f"- Total run time of this script: {info['seconds'] / 60:.1f} minutes.")
@@ -678,6 +702,8 @@ def main(argv=None) -> int:
     parser.add_argument("--wait-for-load", type=float, default=0, metavar="SECONDS",
                         help="first wait up to this long for the load average to fall below --max-load")
     parser.add_argument("--max-load", type=float, default=1.5)
+    parser.add_argument("--resume", action="store_true",
+                        help=f"go on from the measurements an interrupted run saved in {PROGRESS.relative_to(ROOT)}")
     parser.add_argument("--execute-notebook", help=argparse.SUPPRESS)
     parser.add_argument("--attention-config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -691,10 +717,29 @@ def main(argv=None) -> int:
 
     parts = set(args.only or ("notebooks", "attention", "site"))
     note = wait_for_quiet(args.max_load, args.wait_for_load)
-    info = {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "load_start": load_average(),
-            "machine": machine(), "threads": os.cpu_count() or 1,
-            "max_reps": 5 if args.quick else 30, "max_seconds": 1.0 if args.quick else 6.0, "load_note": note}
+    settings = {"quick": args.quick, "parts": sorted(parts)}
+    progress = json.loads(PROGRESS.read_text()) if args.resume and PROGRESS.is_file() else {}
+    if progress.get("settings") != settings:
+        if args.resume:
+            print("nothing to resume with these settings: starting afresh", flush=True)
+        progress = {}
+    if progress:
+        info = progress["info"]
+        info["load_note"] = " ".join(filter(None, [info.get("load_note"), note]))
+        info["resumed"] = info.get("resumed", []) + [dt.datetime.now().strftime("%Y-%m-%d %H:%M")]
+        info["seconds_before"] = info.get("seconds", 0.0)
+        print(f"resuming the run of {info['date']}", flush=True)
+    else:
+        info = {"date": dt.datetime.now().strftime("%Y-%m-%d %H:%M"), "load_start": load_average(),
+                "machine": machine(), "threads": os.cpu_count() or 1, "seconds_before": 0.0,
+                "max_reps": 5 if args.quick else 30, "max_seconds": 1.0 if args.quick else 6.0, "load_note": note}
+        progress = {"settings": settings, "info": info, "notebooks": {}, "attention": {}}
     begun = time.perf_counter()
+
+    def save():
+        info["seconds"] = info["seconds_before"] + time.perf_counter() - begun
+        PROGRESS.parent.mkdir(parents=True, exist_ok=True)
+        PROGRESS.write_text(json.dumps(progress, indent=1, default=str))
 
     notebooks = attention = site = None
     if "notebooks" in parts:
@@ -702,24 +747,27 @@ def main(argv=None) -> int:
         paths = [p.resolve() for p in (args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")))]
         if args.quick and not args.notebooks:
             paths = paths[:2]
-        notebooks = bench_notebooks(paths)
+        notebooks = bench_notebooks(paths, progress["notebooks"], save)
     if "attention" in parts:
         print("attention:", flush=True)
         attention = bench_attention((64, 256) if args.quick else LENGTHS, (128,) if args.quick else D_MODELS,
-                                    info["threads"], info["max_reps"], info["max_seconds"])
+                                    info["threads"], info["max_reps"], info["max_seconds"], progress["attention"], save)
     if "site" in parts:
         print("site:", flush=True)
         site = bench_site()
         print(f"  built in {site.get('build_seconds', float('nan')):.0f} s" + (f"  ERROR {site['error']}" if "error" in site else ""), flush=True)
 
-    info["seconds"] = time.perf_counter() - begun
+    info["seconds"] = info["seconds_before"] + time.perf_counter() - begun
     info["load_end"] = load_average()
-    if max(info["load_start"][0], info["load_end"][0]) >= args.max_load and not info["load_note"]:
-        info["load_note"] = (f"The load average was at or above {args.max_load} during the run: other processes shared"
-                             " the cores, so times are inflated (memory is not affected).")
+    loads = [r["load"] for r in (notebooks or []) + (attention or []) if "load" in r]
+    info["loads"] = loads
+    if max([info["load_start"][0], info["load_end"][0], *loads]) >= args.max_load and not info["load_note"]:
+        info["load_note"] = (f"The load average reached {args.max_load} or more during the run: other processes shared"
+                             " the cores at times, so some times are inflated (memory is not affected).")
     write_report(info, notebooks, attention, site, args.output, args.quick)
     (args.output.with_suffix(".json")).write_text(json.dumps(
         {"info": info, "notebooks": notebooks, "attention": attention, "site": site}, indent=1, default=str))
+    PROGRESS.unlink(missing_ok=True)
     print(f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
     return 0
 

@@ -1,5 +1,4 @@
 """Scaled dot-product and multi-head attention: equation 1, masks, both paths, PyTorch parity."""
-import math
 
 import pytest
 import torch

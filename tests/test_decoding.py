@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 import transformer_lib as tl
-from transformer_lib.decoding import attention_of, beam_search, greedy_decode, length_penalty, strip_special
+from transformer_lib.decoding import beam_search, greedy_decode, length_penalty, strip_special
 from transformer_lib.metrics import bleu, character_error_rate, edit_distance, exact_match
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4

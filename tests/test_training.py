@@ -1,5 +1,4 @@
 """Teacher forcing, label smoothing, the warm-up schedule, checkpoints, and a real training run."""
-import math
 
 import pytest
 import torch

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+import test_site as site_pages  # the shared page opener: console errors, failed and foreign requests
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
 EXPLORER_ID = "transformer_lib.explorer.AttentionExplorer"
@@ -100,29 +102,13 @@ def test_the_site_shows_explorers():
 
 @pytest.fixture
 def open_page(browser, site_url):
+    """test_site.open_page with a window tall enough that an explorer fits on screen (hovering and
+    its screenshot need no scrolling); every context is closed after the test."""
     contexts = []
 
     def _open(path):
-        # tall enough that an explorer fits on screen: hovering and its screenshot need no scrolling
-        context = browser.new_context(viewport={"width": 1280, "height": 1800})
+        context, page, log = site_pages.open_page(browser, site_url, path, height=1800)
         contexts.append(context)
-        page = context.new_page()
-        log = {"errors": [], "failed": [], "foreign": []}
-
-        def on_route(route):
-            url = route.request.url
-            if url.startswith(site_url) or url.startswith(("data:", "blob:")):
-                route.continue_()
-            else:
-                log["foreign"].append(url)
-                route.abort()
-
-        page.route("**/*", on_route)
-        page.on("console", lambda m: m.type == "error" and log["errors"].append(f"console: {m.text}"))
-        page.on("pageerror", lambda e: log["errors"].append(f"page error: {e}"))
-        page.on("requestfailed", lambda r: log["failed"].append(f"{r.url} ({r.failure})"))
-        page.on("response", lambda r: r.status >= 400 and log["failed"].append(f"{r.url} (HTTP {r.status})"))
-        page.goto(site_url + path, wait_until="networkidle")
         return page, log
 
     yield _open

@@ -16,22 +16,39 @@ PORT ?= 8000
 # `make notebooks NB="chapters/04_qkv_attention.ipynb"` re-executes just those.
 NB ?=
 
-.PHONY: help env book vendor test notebooks serve lab browser-test bench clean
+# The numeric kernel sets the notebook check is run under by `make test-kernels` (and by CI):
+# PyTorch's plain kernels and its AVX2 ones. `make test` runs the machine's own choice.
+# (ATEN_CPU_CAPABILITY=default/avx2/avx512 picks them; an empty value is not the same as unset.)
+KERNELS ?= default avx2
+NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
+
+.PHONY: help env book vendor test test-unit test-notebooks test-kernels notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
 	@echo "make test          unit tests, then every chapter re-run and compared with its outputs"
+	@echo "make test-unit     the unit tests alone (about 2 minutes)"
+	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
+	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
 	@echo "make browser-test  load every built page in headless Chromium (after make book)"
 	@echo "make bench         measure chapters, attention and site; writes benchmarks/RESULTS.md"
 
+# PyTorch's wheel. On PyPI, torch==2.13.0 for Linux x86_64 is the CUDA build (several GB with
+# its NVIDIA libraries; it runs on the CPU too). `make test TORCH=cpu` (or `make book TORCH=cpu`)
+# adds PyTorch's own CPU package index, whose torch==2.13.0 is the CPU build (a few hundred MB).
+# Opt-in: by default nothing but the package index is contacted. macOS and Windows wheels on
+# PyPI are CPU builds already.
+TORCH ?=
+PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pytorch.org/whl/cpu)
+
 # The environment: pinned requirements plus transformer_lib itself, editable.
 env: $(ENV_STAMP)
 $(ENV_STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --quiet -r requirements.txt -e .
+	$(PY) -m pip install --disable-pip-version-check --quiet $(PIP_TORCH) -r requirements.txt -e .
 	@touch $@
 
 # The site's own copy of MathJax, require.js and the widgets' HTML manager (no CDN).
@@ -50,11 +67,24 @@ book: $(ENV_STAMP) $(VENDOR_STAMP)
 		echo "error: the pages above load a script or stylesheet from another host" >&2; exit 1; fi
 	@echo "Built _build/html/index.html"
 
-test: $(ENV_STAMP)
+test: test-unit test-notebooks
+
+test-unit: $(ENV_STAMP)
 	$(PY) -m pytest tests
-	@if compgen -G "chapters/*.ipynb" > /dev/null; then \
-		$(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE) chapters; \
-	else echo "no chapter notebooks yet: nothing to compare"; fi
+
+# Every chapter re-run in a fresh kernel and compared output by output with what is committed
+# (facts strictly; figures and tagged measurement cells as CONTRIBUTING.md describes).
+test-notebooks: $(ENV_STAMP)
+	$(NBVAL) $(or $(NB),chapters)
+
+# The same check as another machine would run it: once per kernel set in KERNELS. Every set
+# is run; the target fails at the end if any of them failed.
+test-kernels: $(ENV_STAMP)
+	@failed=""; for cap in $(KERNELS); do \
+		echo "=== notebooks with ATEN_CPU_CAPABILITY=$$cap ==="; \
+		ATEN_CPU_CAPABILITY=$$cap $(NBVAL) -q $(or $(NB),chapters) || failed="$$failed $$cap"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "notebook check failed under:$$failed" >&2; exit 1; fi
 
 notebooks: $(ENV_STAMP)
 	$(PY) scripts/execute_notebooks.py $(NB)

@@ -145,8 +145,8 @@ def test_first_code_cell_is_the_setup_cell(path):
 def test_contributing_shows_the_setup_cell():
     text = (ROOT / "CONTRIBUTING.md").read_text()
     lines = SETUP_CELL_HEAD.format(url=repository_url()).splitlines()
-    block = "\n".join("  " + line for line in lines)  # indented in a list item
-    assert block in text, "CONTRIBUTING.md's setup cell differs from the one the chapters must use"
+    indented = r"\n".join(r"[ ]*" + re.escape(line) for line in lines)  # inside a list item
+    assert re.search(indented, text), "CONTRIBUTING.md's setup cell differs from the one the chapters must use"
 
 
 IMPORT = re.compile(r"^\s*(?:from|import)\s+([A-Za-z_]\w*)", re.M)
@@ -218,18 +218,32 @@ def test_launch_settings():
 
 
 def ci_commands(text: str) -> list[str]:
-    return re.findall(r"^\s*(?:run:\s*)?(make (?:test|book|browser-test))\s*$", text, re.M)
+    return re.findall(r"^\s*(?:run:?\s+)?(make (?:test|test-kernels|book|browser-test))(?=\s|$)", text, re.M)
 
 
-def test_ci_script_runs_the_browser_suite_after_the_build():
-    assert ci_commands((ROOT / ".ci" / "run").read_text()) == ["make test", "make book", "make browser-test"]
+def test_ci_script_runs_every_check():
+    text = (ROOT / ".ci" / "run").read_text()
+    assert ci_commands(text) == ["make test", "make test-kernels", "make book", "make browser-test"]
+    # the notebook check under the machine's own kernels (variable unset), plain and AVX2 ones
+    assert re.search(r"^unset ATEN_CPU_CAPABILITY$", text, re.M)
+    assert re.search(r"make test-kernels KERNELS=\"default avx2\"", text)
 
 
 def test_make_test_needs_no_built_site():
     makefile = (ROOT / "Makefile").read_text()
-    rule = re.search(r"^test:(.*)\n((?:\t.*\n)+)", makefile, re.M)
-    assert rule, "the Makefile has no test rule"
-    assert "book" not in rule.group(1).split() and "_build" not in rule.group(2) and "browser" not in rule.group(2)
+    rules = {m.group(1): (m.group(2).split(), m.group(3)) for m in
+             re.finditer(r"^([\w-]+):([^=\n]*)\n((?:\t.*\n)*)", makefile, re.M)}
+    assert "test" in rules, "the Makefile has no test rule"
+    todo, seen = ["test"], set()
+    while todo:  # the test rule and every rule it depends on
+        name = todo.pop()
+        if name in seen or name not in rules:
+            continue
+        seen.add(name)
+        prerequisites, recipe = rules[name]
+        assert "book" not in prerequisites and "_build" not in recipe and "browser" not in recipe, name
+        todo += prerequisites
+    assert {"test-unit", "test-notebooks"} <= seen
 
 
 def test_readme_commands():
@@ -251,7 +265,8 @@ def test_workflow_builds_tests_and_publishes():
         triggers.update(on if isinstance(on, dict) else {name: None for name in ([on] if isinstance(on, str) else on)})
     assert "pull_request" in triggers, "the workflow must run on pull requests"
     assert "main" in (triggers.get("push") or {}).get("branches", []), "the workflow must run on pushes to main"
-    assert ci_commands(text)[:3] == ["make test", "make book", "make browser-test"], "the workflow must run the README's commands"
+    assert ci_commands(text)[:4] == ["make test", "make test-kernels", "make book", "make browser-test"], (
+        "the workflow must run the README's commands and the notebook check under other kernels")
     assert re.search(r"apt-get install[^\n]*(\\\n[^\n]*)*\bchromium\b", text), "the workflow must install chromium with apt"
     assert "actions/upload-pages-artifact" in text and "actions/deploy-pages" in text, "the workflow must publish to Pages"
     assert "_build/html" in text

@@ -1,0 +1,138 @@
+"""Box-and-arrow diagrams: the map of the whole model and the pieces chapters draw with it.
+
+`model_map(highlight=...)` draws the encoder-decoder of Vaswani et al. (2017, Figure 1) as
+boxes, with the parts a chapter is about in colour and the rest in grey: the "you are here"
+map at the top of chapters 3-10 and the full map on the book's first page. `box` and `arrow`
+are the two primitives the chapters' own diagrams use.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyBboxPatch
+
+#: Colours of the Okabe-Ito palette (colour-blind safe), one per kind of part.
+COLOURS = {
+    "io": "#DDDDDD",         # inputs and outputs
+    "embedding": "#009E73",  # the shared embedding matrix and the output projection
+    "position": "#CC79A7",   # positional encoding
+    "attention": "#56B4E9",  # self-attention
+    "masked": "#0072B2",     # masked self-attention
+    "cross": "#D55E00",      # encoder-decoder attention
+    "ffn": "#E69F00",        # position-wise feed-forward network
+    "norm": "#F0E442",       # residual connection and layer normalisation
+    "softmax": "#BBBBBB",
+}
+FADED = "#F2F2F2"
+
+#: The parts of the model a map can highlight, and the chapter that builds each.
+PARTS = {
+    "embedding": "chapter 10", "position": "chapter 6", "attention": "chapters 3-5",
+    "masked": "chapter 8", "cross": "chapter 9", "ffn": "chapter 7", "norm": "chapter 7",
+    "encoder": "chapter 7", "decoder": "chapter 9", "output": "chapter 10",
+}
+
+
+def box(ax, x: float, y: float, text: str, colour: str, width: float = 2.4, height: float = 0.62,
+        fontsize: float = 9.5, edge: str = "black", lw: float = 1.0, text_colour: str = "black"):
+    """A rounded box of `width` x `height` centred on (x, y), with `text` in it."""
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.03",
+                                fc=colour, ec=edge, lw=lw))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour)
+
+
+def arrow(ax, points: Iterable[tuple[float, float]], colour: str = "black", lw: float = 1.3):
+    """A poly-line through `points` (at least two (x, y) pairs) with an arrow head at the last one."""
+    points = list(points)
+    if len(points) < 2:
+        raise ValueError(f"points must hold at least two (x, y) pairs, got {len(points)}")
+    xs, ys = zip(*points)
+    ax.plot(xs[:-1], ys[:-1], color=colour, lw=lw, solid_capstyle="butt")
+    ax.annotate("", xy=points[-1], xytext=points[-2], arrowprops=dict(arrowstyle="-|>", lw=lw, color=colour))
+
+
+#: Every box of the map: (name, part it belongs to, label), bottom to top, per column.
+_ENCODER = [("src", "io", "source tokens"), ("src-emb", "embedding", "embedding $\\times \\sqrt{d_{model}}$"),
+            ("src-pos", "position", "+ positional encoding"), ("enc-attn", "attention", "self-attention"),
+            ("enc-norm1", "norm", "add & norm"), ("enc-ffn", "ffn", "feed-forward"), ("enc-norm2", "norm", "add & norm")]
+_DECODER = [("tgt", "io", "target, shifted right"), ("tgt-emb", "embedding", "embedding $\\times \\sqrt{d_{model}}$"),
+            ("tgt-pos", "position", "+ positional encoding"), ("dec-attn", "masked", "masked self-attention"),
+            ("dec-norm1", "norm", "add & norm"), ("dec-cross", "cross", "cross-attention"),
+            ("dec-norm2", "norm", "add & norm"), ("dec-ffn", "ffn", "feed-forward"), ("dec-norm3", "norm", "add & norm"),
+            ("linear", "embedding", "linear ($E^{\\top}$)"), ("softmax", "softmax", "softmax: P(next token)")]
+_LAYER_BOXES = {"encoder": {"enc-attn", "enc-norm1", "enc-ffn", "enc-norm2"},
+                "decoder": {"dec-attn", "dec-norm1", "dec-cross", "dec-norm2", "dec-ffn", "dec-norm3"},
+                "output": {"linear", "softmax"}}
+
+
+def _lit_boxes(names: set[str]) -> set[str]:
+    """The boxes that a set of highlighted part names lights."""
+    lit = {"src", "tgt"}
+    for name in names:
+        lit |= _LAYER_BOXES.get(name, set())
+    for column in (_ENCODER, _DECODER):
+        for key, part, _ in column:
+            if part in names or (part in {"masked", "cross"} and "attention" in names):
+                lit.add(key)
+    return lit
+
+
+def _column(ax, x, stages, lit, step):
+    """Draw one column of boxes bottom to top, arrows between; return the y of the top box."""
+    for i, (key, part, text) in enumerate(stages):
+        on = key in lit
+        box(ax, x, i * step, text, COLOURS[part] if on else FADED, width=2.5, height=0.56, fontsize=8.5,
+            edge="black" if on else "#999999", lw=2.0 if on else 0.8,
+            text_colour=("white" if part in {"masked", "cross"} else "black") if on else "#666666")
+        if i:
+            arrow(ax, [(x, (i - 1) * step + 0.28), (x, i * step - 0.28)], colour="#444444", lw=1.0)
+    return (len(stages) - 1) * step
+
+
+def model_map(highlight: Iterable[str] | str = (), ax=None, title: str | None = None):
+    """Draw the whole encoder-decoder (Vaswani et al. 2017, Figure 1), the parts in `highlight` in colour.
+
+    highlight: names from `PARTS` ("embedding", "position", "attention", "masked", "cross",
+    "ffn", "norm", "encoder", "decoder", "output"), or "all". "encoder" and "decoder" light
+    every box of that layer; "attention" lights every attention box (self, masked and cross).
+    Returns the Axes.
+    """
+    names = {highlight} if isinstance(highlight, str) else set(highlight)
+    if names == {"all"}:
+        names = set(PARTS)
+    unknown = names - set(PARTS)
+    if unknown:
+        raise ValueError(f"highlight must name parts from {sorted(PARTS)} or 'all', got {sorted(unknown)}")
+    lit = _lit_boxes(names)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 7.0))
+    step, x_enc, x_dec = 0.85, 0.0, 3.8
+    top_enc = _column(ax, x_enc, _ENCODER, lit, step)
+    top_dec = _column(ax, x_dec, _DECODER, lit, step)
+    for x, lo, hi, label in [(x_enc, 3, 6, "encoder layer"), (x_dec, 3, 8, "decoder layer")]:
+        ax.add_patch(FancyBboxPatch((x - 1.45, lo * step - 0.42), 2.9, (hi - lo) * step + 0.84,
+                                    boxstyle="round,pad=0.02", fc="none", ec="#555555", lw=1.0, ls="--"))
+        outside = -1.52 if x == x_enc else 1.52       # the label on the outer side of each column
+        ax.text(x + outside, (lo + hi) / 2 * step, f"{label} $\\times$ N", rotation=90, va="center",
+                ha="right" if x == x_enc else "left", fontsize=8.5)
+    # The encoder's output (the memory) feeds the cross-attention of every decoder layer.
+    memory = COLOURS["cross"] if "dec-cross" in lit else "#888888"
+    y_cross, y_turn = 5 * step, top_enc + 0.7
+    arrow(ax, [(x_enc, top_enc + 0.28), (x_enc, y_turn), (1.9, y_turn), (1.9, y_cross), (x_dec - 1.25, y_cross)],
+          colour=memory, lw=1.2)
+    ax.text(x_enc, y_turn + 0.2, "memory: keys and values", ha="center", fontsize=8, color=memory)
+    ax.set_xlim(-1.9, 5.7)
+    ax.set_ylim(-0.6, top_dec + 0.6)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=11)
+    return ax
+
+
+def you_are_here(highlight: Iterable[str] | str, title: str = "you are here", figsize=(5.0, 5.4)):
+    """A small `model_map` for the top of a chapter: the chapter's parts in colour. Returns the Figure."""
+    fig, ax = plt.subplots(figsize=figsize)
+    model_map(highlight, ax=ax, title=title)
+    fig.tight_layout()
+    return fig

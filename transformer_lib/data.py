@@ -24,6 +24,8 @@ from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import torch
 
+from ._checks import check_positive_int
+
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID",
     "Vocab", "collate", "batches", "make_loader",
@@ -163,8 +165,7 @@ def batches(pairs: Sequence[tuple[str, str]], batch_size: int, src_vocab: Vocab,
             shuffle: bool = True, seed: int = 0, drop_last: bool = False
             ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """One pass over ``pairs`` in batches of :func:`collate`d tensors (shuffled with ``seed``)."""
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected a positive int, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     order = list(range(len(pairs)))
     if shuffle:
         random.Random(seed).shuffle(order)
@@ -180,8 +181,7 @@ def make_loader(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: V
     """A ``torch.utils.data.DataLoader`` over ``pairs`` that yields ``(src_ids, tgt_ids)``.
 
     The shuffling order depends only on ``seed`` (the loader has its own generator)."""
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size: expected a positive int, got {batch_size!r}")
+    check_positive_int("batch_size", batch_size)
     gen = torch.Generator().manual_seed(seed)
     return torch.utils.data.DataLoader(
         list(pairs), batch_size=batch_size, shuffle=shuffle, generator=gen, drop_last=drop_last,
@@ -497,8 +497,7 @@ def make_date_pairs(days: Sequence[_dt.date], seed: int = 0,
             if loc.split("_")[0] not in CONTEXT_TEMPLATES:
                 raise ValueError(f"locales: no context sentences for {loc!r}; with context > 0 use "
                                  f"locales among {sorted(CONTEXT_TEMPLATES)}")
-    if not isinstance(per_date, int) or per_date < 1:
-        raise ValueError(f"per_date: expected a positive int, got {per_date!r}")
+    check_positive_int("per_date", per_date)
     for d in days:
         if not isinstance(d, _dt.date):
             raise TypeError(f"days: expected datetime.date items, got {type(d).__name__}")
@@ -568,8 +567,7 @@ def make_date_splits(seed: int = 0, locales: Sequence[str] = DEFAULT_LOCALES,
     test = make_date_pairs(test_days, seed=seed * 3 + 3, **kw)
     random.Random(seed).shuffle(train)
     if n_train is not None:
-        if not isinstance(n_train, int) or n_train < 1:
-            raise ValueError(f"n_train: expected a positive int or None, got {n_train!r}")
+        check_positive_int("n_train", n_train)
         train = train[:n_train]
     return DateSplits(train, valid, test)
 
@@ -603,8 +601,7 @@ def date_vocabs(locales: Sequence[str] = DEFAULT_LOCALES, formats: Sequence[str]
 
 def _random_strings(n: int, min_len: int, max_len: int, alphabet: str, seed: int) -> list[str]:
     _check_seed(seed)
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: expected a positive int, got {n!r}")
+    check_positive_int("n", n)
     if not (isinstance(min_len, int) and isinstance(max_len, int) and 1 <= min_len <= max_len):
         raise ValueError(f"min_len, max_len: expected 1 <= min_len <= max_len, got {min_len!r}, {max_len!r}")
     if not isinstance(alphabet, str) or len(alphabet) < 2 or len(set(alphabet)) != len(alphabet):

@@ -42,6 +42,7 @@ import torch
 import traitlets
 from torch import nn
 
+from ._checks import check_positive_int
 from .attention import record_attention
 
 __all__ = ["AttentionExplorer", "KINDS", "MAX_TOKENS", "MAX_LAYERS", "MAX_HEADS"]
@@ -178,8 +179,7 @@ def _compact(source: str, comment: str) -> str:
 
 
 def _check_cap(name: str, value) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    check_positive_int(name, value)
     return value
 
 

@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from ._checks import check_positive_int
 from .data import BOS_ID, EOS_ID, PAD_ID, Vocab, collate
 
 __all__ = [
@@ -37,11 +38,6 @@ __all__ = [
 ]
 
 ATTENTION_KINDS = (None, "additive", "dot")
-
-
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -76,7 +72,7 @@ class GRUEncoder(nn.Module):
                  bidirectional: bool = True, pad_id: int = PAD_ID):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
-            _check_positive_int(name, v)
+            check_positive_int(name, v)
         self.pad_id = pad_id
         self.hidden_size = hidden_size
         self.bidirectional = bool(bidirectional)
@@ -111,7 +107,7 @@ class AdditiveAttention(nn.Module):
     def __init__(self, query_size: int, key_size: int, attn_size: int = 128):
         super().__init__()
         for name, v in (("query_size", query_size), ("key_size", key_size), ("attn_size", attn_size)):
-            _check_positive_int(name, v)
+            check_positive_int(name, v)
         self.W_q = nn.Linear(query_size, attn_size, bias=False)
         self.W_k = nn.Linear(key_size, attn_size, bias=False)
         self.v = nn.Linear(attn_size, 1, bias=False)
@@ -139,8 +135,8 @@ class DotProductAttention(nn.Module):
 
     def __init__(self, query_size: int, key_size: int, general: bool = True):
         super().__init__()
-        _check_positive_int("query_size", query_size)
-        _check_positive_int("key_size", key_size)
+        check_positive_int("query_size", query_size)
+        check_positive_int("key_size", key_size)
         if not general and query_size != key_size:
             raise ValueError(f"general: the plain dot product needs query_size == key_size, got {query_size} and {key_size}")
         self.W = nn.Linear(key_size, query_size, bias=False) if general else None
@@ -176,7 +172,7 @@ class GRUDecoder(nn.Module):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("feature_size", feature_size), ("emb_dim", emb_dim),
                         ("hidden_size", hidden_size)):
-            _check_positive_int(name, v)
+            check_positive_int(name, v)
         if attention not in ATTENTION_KINDS:
             raise ValueError(f"attention: expected one of {ATTENTION_KINDS!r}, got {attention!r}")
         self.attention_kind = attention
@@ -258,7 +254,7 @@ class Seq2Seq(nn.Module):
         """Greedy decoding: feed back the most likely token until every row has produced
         ``<eos>`` or ``max_len`` tokens. Returns the ids (without ``<bos>``; positions after a
         row's ``<eos>`` are ``<pad>``) and the weights (batch, steps, T_x) or None."""
-        _check_positive_int("max_len", max_len)
+        check_positive_int("max_len", max_len)
         features, summary, mask = self.encoder(src_ids)
         dec = self.decoder
         state, projected = dec.start(features, summary, mask)
@@ -301,8 +297,8 @@ def train_seq2seq(model: Seq2Seq, pairs: Sequence[tuple[str, str]], src_vocab: V
     (rounded to 4 decimals) and calls ``callback(step, loss)`` after each step.
     Returns the loss of every step.
     """
-    _check_positive_int("steps", steps)
-    _check_positive_int("batch_size", batch_size)
+    check_positive_int("steps", steps)
+    check_positive_int("batch_size", batch_size)
     if len(pairs) == 0:
         raise ValueError("pairs: expected at least one training pair")
     gen = torch.Generator().manual_seed(seed)

@@ -8,6 +8,8 @@ import numpy as np
 import torch
 from pathlib import Path
 
+from ._checks import check_positive_int
+
 #: Where the book's small trained models live: inside the package, so that a notebook finds
 #: them wherever transformer_lib is installed (a clone, pip from git on Colab, Binder).
 CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
@@ -20,8 +22,7 @@ def setup(seed: int = 0, threads: int = 1, plots: bool = True) -> None:
     different thread count changes the order of floating-point sums, so results drift in the
     last digits. Notebooks call this once, in their setup cell.
     """
-    if not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    check_positive_int("threads", threads)
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
     random.seed(seed)
     np.random.seed(seed)

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import matplotlib as mpl
-import matplotlib.pyplot as plt
 import numpy as np
 import torch
 
@@ -59,6 +58,8 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     if key_tokens is not None and len(key_tokens) != w.shape[1]:
         raise ValueError(f"key_tokens has {len(key_tokens)} tokens but weights has {w.shape[1]} columns")
     if ax is None:
+        import matplotlib.pyplot as plt  # imported on first use: `import transformer_lib` stays light
+
         _, ax = plt.subplots(figsize=(0.5 * w.shape[1] + 2.5, 0.45 * w.shape[0] + 1.5))
     vmax = max(1.0, float(w.max())) if w.min() >= 0 else None
     # pcolormesh draws one vector rectangle per weight (crisp in SVG, no embedded bitmap)

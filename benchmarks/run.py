@@ -56,6 +56,8 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve()
 ROOT = SCRIPT.parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import sitetools  # noqa: E402  (Chromium, the local server, the kernel: shared with the tests)
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 # Measurements so far, saved after each one, so that `--resume` goes on after an interruption.
 PROGRESS = ROOT / "artifacts" / "bench-progress.json"
@@ -168,20 +170,11 @@ def machine() -> dict:
 def execute_notebook_child(path: str) -> None:
     """In a fresh wrapper process: run one notebook in a fresh kernel; print JSON."""
     import nbformat
-    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    class ThisInterpreter(KernelSpecManager):
-        def get_kernel_spec(self, kernel_name):
-            return KernelSpec(
-                argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-                display_name="Python 3 (ipykernel)",
-                language="python",
-            )
-
     nb = nbformat.read(path, as_version=4)
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=ThisInterpreter())
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=sitetools.this_interpreter_kernels())
     client = NotebookClient(nb, km=km, timeout=1200, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(Path(path).parent)}})
     poll = TreePeak()
@@ -378,31 +371,15 @@ def bench_site() -> dict:
 
 def page_weights(site: Path) -> list[dict]:
     """Bytes a browser receives for each page of _toc.yml (HTML and every file it requests)."""
-    import functools
-    import http.server
-
     import yaml
     from playwright.sync_api import sync_playwright
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
     pages = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    class QuietServer(http.server.ThreadingHTTPServer):
-        def handle_error(self, request, client_address):
-            pass  # the browser dropping a connection it no longer needs
-
-    server = QuietServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}/"
     rows = []
-    try:
+    with sitetools.serve(site) as base:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium",
-                                        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+            browser = sitetools.launch_chromium(p)
             for doc in pages:
                 context = browser.new_context(viewport={"width": 1280, "height": 900})
                 page = context.new_page()
@@ -427,8 +404,6 @@ def page_weights(site: Path) -> list[dict]:
                              "files": len(files), "largest": [(u[len(base):], n) for u, n in largest]})
                 context.close()
             browser.close()
-    finally:
-        server.shutdown()
     return rows
 
 

@@ -5,7 +5,7 @@
 
 Not part of `make test` or CI (it starts a Jupyter server and a kernel; about a minute). It
 writes a small notebook into a temporary folder, starts the server on 127.0.0.1 with a random
-token, opens the notebook in headless Chromium (/usr/bin/chromium), runs every cell, and checks:
+token, opens the notebook in headless Chromium (see scripts/sitetools.py), runs every cell, and checks:
 three explorer views render (one widget shown twice, and another); the text box appears only
 for the explorer that has a text callback; choosing a map in one view shows it in the other
 view and in the kernel (explorer.kind, explorer.layer); typing a new input and pressing Enter
@@ -26,9 +26,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+from sitetools import launch_chromium
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "artifacts" / "explorer"
-CHROMIUM = "/usr/bin/chromium"
 
 CELLS = [
     """import torch
@@ -78,8 +79,7 @@ def check(base: str, path: str, name: str) -> list[str]:
 
     problems, errors, foreign = [], [], []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM,
-                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         local = (base, "data:", "blob:", "ws://127.0.0.1")
         page.on("request", lambda r: r.url.startswith(local) or foreign.append(r.url))

@@ -17,29 +17,18 @@ import time
 from pathlib import Path
 
 import nbformat
-from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from sitetools import this_interpreter_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAPTERS = ROOT / "chapters"
 
 
-class ThisInterpreter(KernelSpecManager):
-    """Always start the kernel with sys.executable, whatever kernelspecs the machine has."""
-
-    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        return KernelSpec(
-            argv=[sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            display_name="Python 3 (ipykernel)",
-            language="python",
-        )
-
-
 def execute(path: Path, timeout: int) -> float:
     nb = nbformat.read(path, as_version=4)
-    km = KernelManager(kernel_name="python3", kernel_spec_manager=ThisInterpreter())
+    km = KernelManager(kernel_name="python3", kernel_spec_manager=this_interpreter_kernels())
     client = NotebookClient(
         nb,
         km=km,

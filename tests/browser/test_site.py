@@ -1,5 +1,5 @@
-"""Every page of the built book, as a reader's browser sees it: headless Chromium (Debian's
-/usr/bin/chromium) loading the site from a server on 127.0.0.1.
+"""Every page of the built book, as a reader's browser sees it: headless Chromium (Debian's, or
+the one CHROMIUM names: scripts/sitetools.py) loading the site from a server on 127.0.0.1.
 
 For each page listed in _toc.yml (each page is loaded once, and these checks run on it in turn):
 

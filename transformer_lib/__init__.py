@@ -13,6 +13,13 @@ One module per concept, in the paper's order:
 - `data`: the date-normalisation task and small synthetic tasks
 - `rnn`: the recurrent encoder-decoders of Part I
 - `viz`: plotting defaults and attention heat maps
+- `diagrams`: the model map ("you are here") and box-and-arrow figures
+- `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
+  experiment, drawings of rotations and masks)
+- `efficient`: exact attention without the T x T matrix (blockwise, online softmax) and sparse
+  attention masks (chapter 13)
+- `lm`: a decoder-only language model, its key/value cache and sampling (chapter 14)
+- `bughunt`: planted bugs and the checks that catch them (chapter 15)
 - `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use)
 """
 from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
@@ -24,7 +31,7 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import data, decoding, metrics, rnn, training  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, bughunt, data, decoding, efficient, lm, metrics, rnn, training  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -35,7 +42,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "decoding", "metrics", "rnn", "training",
+    "data", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

@@ -96,20 +96,28 @@ class MultiHeadAttention(nn.Module):
         n_heads: number of heads h.
         dropout: dropout probability on the attention weights (training only).
         bias: whether the four projections have biases (PyTorch's default; the paper is silent).
+        attention_fn: the function that maps per-head (query, key, value, mask, dropout) to
+            (output, weights), with the signature and shapes of `scaled_dot_product_attention`
+            (the default). Pass another to swap the attention rule without touching the
+            projections (chapter 15 plants bugs this way); `use_attention` does it for a model.
 
     Set `record_weights = True` to keep the last attention weights, (batch, n_heads, q_len,
     k_len), in `last_weights` (this takes the explicit path). Otherwise the fused kernel is used
-    unless `fused=False`; both paths give the same output.
+    unless `fused=False` or a custom `attention_fn` is set; both paths give the same output.
     """
 
-    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True):
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True,
+                 attention_fn=scaled_dot_product_attention):
         super().__init__()
         check_positive_int("d_model", d_model)
         check_positive_int("n_heads", n_heads)
         if d_model % n_heads:
             raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / n_heads)")
         check_probability("dropout", dropout)
+        if not callable(attention_fn):
+            raise TypeError(f"attention_fn must be a function like scaled_dot_product_attention, got {attention_fn!r}")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.attention_fn = attention_fn
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
         self.w_k = nn.Linear(d_model, d_model, bias=bias)
         self.w_v = nn.Linear(d_model, d_model, bias=bias)
@@ -136,8 +144,8 @@ class MultiHeadAttention(nn.Module):
         q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
         k = self.split_heads(self.w_k(key))  # (B, h, T_k, d_k)
         v = self.split_heads(self.w_v(value))  # (B, h, T_k, d_k)
-        if self.record_weights or not self.fused:
-            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        if self.record_weights or not self.fused or self.attention_fn is not scaled_dot_product_attention:
+            out, weights = self.attention_fn(q, k, v, mask, self.dropout)
             self.last_weights = weights.detach() if self.record_weights else None
         else:
             p = self.dropout.p if self.training else 0.0
@@ -185,6 +193,24 @@ class MultiHeadAttention(nn.Module):
 def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
     """Every `MultiHeadAttention` inside `model`, by its qualified name (e.g. 'encoder.layers.0.self_attn')."""
     return {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
+
+
+def use_attention(model: nn.Module, attention_fn=scaled_dot_product_attention) -> nn.Module:
+    """Make every `MultiHeadAttention` in `model` compute attention with `attention_fn`.
+
+    `attention_fn(query, key, value, mask, dropout) -> (output, weights)` takes the per-head
+    tensors (batch, n_heads, length, d_k) of `scaled_dot_product_attention`. Changes `model` in
+    place and returns it; use `use_attention(copy.deepcopy(model), fn)` to keep the original.
+    The parameters are untouched, so a checkpoint loads the same way whatever the function.
+    """
+    if not callable(attention_fn):
+        raise TypeError(f"attention_fn must be a function like scaled_dot_product_attention, got {attention_fn!r}")
+    modules = attention_modules(model)
+    if not modules:
+        raise ValueError(f"model holds no MultiHeadAttention module: {type(model).__name__}")
+    for m in modules.values():
+        m.attention_fn = attention_fn
+    return model
 
 
 class record_attention:

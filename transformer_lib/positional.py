@@ -35,13 +35,21 @@ class PositionalEncoding(nn.Module):
 
     x: (batch, length, d_model) -> (batch, length, d_model). No parameters: the table is a
     buffer of `max_len` rows; longer inputs raise an error naming `max_len`.
+    `encoding_fn(n_positions, d_model)` builds the (n_positions, d_model) table; the default is
+    the paper's `sinusoidal_encoding` (chapter 15 swaps in a faulty one).
     """
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0):
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, encoding_fn=sinusoidal_encoding):
         super().__init__()
         check_probability("dropout", dropout)
+        if not callable(encoding_fn):
+            raise TypeError(f"encoding_fn must be a function (n_positions, d_model) -> table, got {encoding_fn!r}")
         self.d_model, self.max_len = d_model, max_len
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
+        pe = encoding_fn(max_len, d_model)
+        if not isinstance(pe, torch.Tensor) or pe.shape != (max_len, d_model):
+            raise ValueError(f"encoding_fn must return a tensor of shape (max_len={max_len}, d_model={d_model}), "
+                             f"got {getattr(pe, 'shape', type(pe).__name__)}")
+        self.register_buffer("pe", pe.to(torch.get_default_dtype()), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

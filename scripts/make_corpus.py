@@ -1,0 +1,112 @@
+"""Build the character-level corpus of chapter 14 from the book's own prose.
+
+The corpus is the markdown prose of `book/*.md` (all but the reference list) and of the
+markdown cells of chapters 1-12, with code, maths and markup taken out, so that a small
+language model learns English sentences about Transformers rather than LaTeX or Python.
+The text is the book's own and is licensed CC BY 4.0 (LICENSE-TEXT.md); the first line of the
+output file says so. The file is package data (transformer_lib/corpora/), so that the chapter
+finds it wherever transformer_lib is installed, Colab included.
+
+Run once, from the repository root, and commit the result:
+
+    python scripts/make_corpus.py            # writes transformer_lib/corpora/book_prose.txt
+    python scripts/make_corpus.py --check    # exits 1 if the committed file differs
+
+Steps, per markdown text: drop fenced blocks (code, and MyST directives such as dropdowns,
+whose prose is kept), display and inline maths, HTML tags, images and tables; keep the text of
+links and of inline code; drop heading marks, list bullets and emphasis; join the lines of a
+paragraph; map typographic characters to plain ASCII; keep paragraphs of at least 40
+characters (headings and fragments are shorter), one per line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import unicodedata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "transformer_lib" / "corpora" / "book_prose.txt"
+HEADER = ("# Prose of 'The Transformer, step by step' (book/*.md except references.md, and the markdown "
+          "cells of chapters 1-12), by The Transformer Tutorial authors, licensed CC BY 4.0 "
+          "(https://creativecommons.org/licenses/by/4.0/); code, maths and markup removed by "
+          "scripts/make_corpus.py.")
+ASCII = {"\u2014": " - ", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
+         "\u2026": "...", "\u00d7": "x", "\u2192": "->", "\u2212": "-", "\u00a0": " ", "\u2248": "~",
+         "\u2264": "<=", "\u2265": ">=", "\u00b7": "."}
+MIN_PARAGRAPH = 40
+
+
+def sources() -> list[tuple[str, str]]:
+    """(name, markdown) for each page and each chapter's markdown cells, in book order."""
+    found = []
+    for page in sorted((ROOT / "book").glob("*.md")):
+        if page.name != "references.md":  # a list of citations, not prose
+            found.append((page.name, page.read_text(encoding="utf-8")))
+    for nb_path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        number = int(nb_path.name[:2])
+        if 1 <= number <= 12:
+            cells = json.loads(nb_path.read_text(encoding="utf-8"))["cells"]
+            text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+            found.append((nb_path.name, text))
+    return found
+
+
+def strip_markdown(text: str) -> list[str]:
+    """The paragraphs of plain prose in one markdown text."""
+    text = re.sub(r"^(```+|~~~+)\s*\{[^}]*\}.*$", "", text, flags=re.M)  # directive fences: keep their body
+    text = re.sub(r"^:[\w-]+:.*$", "", text, flags=re.M)  # directive options such as :class:
+    text = re.sub(r"(```+|~~~+)[^\n]*\n.*?\1", "", text, flags=re.S)  # code blocks
+    text = re.sub(r"^(```+|~~~+)\s*$", "", text, flags=re.M)  # closing fences of directives
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)  # display maths
+    text = re.sub(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", " ", text, flags=re.S)
+    text = re.sub(r"\$[^$\n]+\$", "", text)  # inline maths
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"<[^>\n]+>", "", text)  # HTML tags
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links: keep their text
+    text = re.sub(r"\{\w+\}`([^`]*)`", r"\1", text)  # roles such as {cite}`x`
+    text = re.sub(r"`([^`\n]*)`", r"\1", text)  # inline code: keep the name
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in block.splitlines() if not re.match(r"\s*(\||#|-{3,}|={3,})", ln)]  # tables, headings
+        lines = [re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", ln) for ln in lines]  # list bullets and numbers
+        para = " ".join(ln.strip() for ln in lines)
+        para = re.sub(r"(\*\*|__|\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w))", "", para)  # emphasis
+        for char, plain in ASCII.items():
+            para = para.replace(char, plain)
+        para = unicodedata.normalize("NFKD", para).encode("ascii", "ignore").decode("ascii")  # é -> e
+        para = re.sub(r"\(\s*\)|\[\s*\]", "", para)  # brackets emptied by the maths
+        para = re.sub(r"\s+([,.;:])(?=\s|$)", r"\1", para)
+        para = re.sub(r"\s+", " ", para).strip()
+        if len(para) >= MIN_PARAGRAPH:
+            paragraphs.append(para)
+    return paragraphs
+
+
+def build() -> str:
+    paragraphs = [p for _, text in sources() for p in strip_markdown(text)]
+    return HEADER + "\n" + "\n".join(paragraphs) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
+    args = parser.parse_args()
+    text = build()
+    if args.check:
+        same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
+        print(f"{OUT.relative_to(ROOT)} is {'up to date' if same else 'out of date: run scripts/make_corpus.py'}")
+        return 0 if same else 1
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(text, encoding="utf-8")
+    body = text.split("\n", 1)[1]
+    print(f"wrote {OUT.relative_to(ROOT)}: {len(body):,} characters, {len(set(body))} distinct, "
+          f"{body.count(chr(10)):,} paragraphs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

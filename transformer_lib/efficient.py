@@ -1,0 +1,248 @@
+"""Attention that costs less than T x T: exact blockwise attention, and two approximations.
+
+- `blockwise_attention`: exact attention computed over blocks of keys with a running maximum
+  and a running sum (the online softmax of Milakov and Gimelshein 2018, arXiv:1805.02867, used
+  for memory-efficient attention by Rabe and Staats 2021, arXiv:2112.05682, and FlashAttention,
+  Dao et al. 2022, arXiv:2205.14135). It never holds more than (q_len, block_size) scores.
+- `sliding_window_mask` and `sliding_window_attention`: each token attends to its neighbours
+  within a window, plus a few global tokens that attend and are attended everywhere (Longformer,
+  Beltagy et al. 2020, arXiv:2004.05150; BigBird, Zaheer et al. 2020, arXiv:2007.14062).
+- `linformer_attention`, `random_projection`, `segment_mean_projection`: keys and values
+  projected along the length to `rank` rows (Linformer, Wang et al. 2020, arXiv:2006.04768).
+- `peak_tensor_memory`: counts the bytes of the tensors PyTorch operations create, to measure
+  the peak memory of a computation the same way on every machine.
+
+Masks follow the library's convention: boolean, True = may attend, broadcastable to
+(batch, n_heads, q_len, k_len). A query row with no allowed key gets a zero output.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from ._checks import check_positive_int, check_tensor
+from .attention import check_mask
+
+__all__ = [
+    "blockwise_attention", "sliding_window_mask", "sliding_window_attention", "linformer_attention",
+    "random_projection", "segment_mean_projection", "peak_tensor_memory",
+]
+
+
+def _check_qkv(query, key, value) -> tuple[torch.Size, int, int]:
+    """Check query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v); return
+    the broadcast leading shape, q_len and k_len."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t, floating=True)
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+    try:
+        lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch, head) dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
+            f"value {tuple(value.shape)} do not broadcast"
+        ) from None
+    return lead, query.shape[-2], key.shape[-2]
+
+
+def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> torch.Tensor:
+    """Exact softmax(Q K^T / sqrt(d_k)) V (Vaswani et al. 2017, equation 1), one block of keys at a time.
+
+    For every query row it keeps a running maximum m, a running sum l = sum_j exp(s_j - m) and a
+    running output o = sum_j exp(s_j - m) v_j. A new block with scores s' updates them as
+
+        m' = max(m, max s'),   l' = l exp(m - m') + sum exp(s' - m'),   o' = o exp(m - m') + exp(s' - m') V'
+
+    and the answer is o / l (Milakov and Gimelshein 2018, arXiv:1805.02867; Rabe and Staats 2021,
+    arXiv:2112.05682). Only (..., q_len, block_size) scores exist at any time, so the extra memory
+    is linear in the length instead of quadratic.
+
+    Args:
+        query: (..., q_len, d_k);  key: (..., k_len, d_k);  value: (..., k_len, d_v).
+        mask: optional boolean tensor broadcastable to (..., q_len, k_len); True = may attend.
+        block_size: number of keys per block.
+
+    Returns:
+        (..., q_len, d_v), equal to `transformer_lib.scaled_dot_product_attention(...)[0]` up to
+        rounding; a query row with no allowed key gets zeros.
+    """
+    lead, q_len, k_len = _check_qkv(query, key, value)
+    check_positive_int("block_size", block_size)
+    if mask is not None:
+        check_mask(mask, (*lead, q_len, k_len))
+        mask = mask.broadcast_to(*mask.shape[:-1], k_len)  # a view: a (.., 1) mask would not slice
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    dtype = torch.promote_types(query.dtype, value.dtype)
+    m = torch.full((*lead, q_len, 1), -math.inf, dtype=dtype, device=query.device)  # running maximum
+    l = torch.zeros((*lead, q_len, 1), dtype=dtype, device=query.device)            # running sum
+    o = torch.zeros((*lead, q_len, value.shape[-1]), dtype=dtype, device=query.device)  # running output
+    for start in range(0, k_len, block_size):
+        stop = min(start + block_size, k_len)
+        s = (query @ key[..., start:stop, :].transpose(-2, -1)) * scale  # (..., q_len, block)
+        if mask is not None:
+            s = s.masked_fill(~mask[..., start:stop], -math.inf)
+        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
+        # A row that has seen no allowed key yet has m_new = -inf: shift by 0 so exp gives 0, not NaN.
+        shift = m_new.masked_fill(m_new == -math.inf, 0.0)
+        p = torch.exp(s - shift)
+        correction = torch.exp(m - shift)
+        l = l * correction + p.sum(dim=-1, keepdim=True)
+        o = o * correction + p @ value[..., start:stop, :]
+        m = m_new
+    return o / l.masked_fill(l == 0, 1.0)  # rows with no allowed key: o = 0, so the output is 0
+
+
+def _check_window(length: int, window: int, n_global: int) -> None:
+    check_positive_int("window", window)
+    if not isinstance(n_global, int) or isinstance(n_global, bool) or not 0 <= n_global <= length:
+        raise ValueError(f"n_global must be an integer in [0, length={length}], got {n_global!r}")
+
+
+def sliding_window_mask(length: int, window: int, n_global: int = 0, device=None) -> torch.Tensor:
+    """Longformer/BigBird-style sparse mask, shape (length, length), True = may attend.
+
+    Position i may attend to j when |i - j| <= window (a band of 2 window + 1 keys), and the first
+    `n_global` positions are global: they attend to every position and every position attends to
+    them (Beltagy et al. 2020, arXiv:2004.05150, section 3.1; Zaheer et al. 2020, arXiv:2007.14062).
+    """
+    check_positive_int("length", length)
+    _check_window(length, window, n_global)
+    pos = torch.arange(length, device=device)
+    mask = (pos[:, None] - pos[None, :]).abs() <= window
+    mask[:n_global, :] = True
+    mask[:, :n_global] = True
+    return mask
+
+
+def sliding_window_attention(query, key, value, window: int, n_global: int = 0) -> torch.Tensor:
+    """Attention restricted to `sliding_window_mask(T, window, n_global)`, in O(T window) time and memory.
+
+    The queries are cut into blocks of `window` rows; each block scores only the keys of its own
+    block and the two neighbouring ones (3 window keys, which cover every |i - j| <= window), plus
+    the `n_global` global keys. The global query rows attend to every key. The result equals
+    `scaled_dot_product_attention(query, key, value, sliding_window_mask(...))` up to rounding, but
+    the largest scores tensor is (..., T, 3 window + n_global) instead of (..., T, T).
+
+    Args:
+        query, key: (..., T, d_k); value: (..., T, d_v): self-attention, so one length T.
+        window: keys on each side that a token may attend to.
+        n_global: the first n_global positions are global tokens.
+
+    Returns: (..., T, d_v).
+    """
+    lead, length, k_len = _check_qkv(query, key, value)
+    if length != k_len:
+        raise ValueError(f"sliding_window_attention is self-attention: query and key lengths must match, got {length} and {k_len}")
+    _check_window(length, window, n_global)
+    query, key, value = (t.expand(*lead, *t.shape[-2:]) for t in (query, key, value))
+    w, n_blocks = window, -(-length // window)
+    pad = n_blocks * w - length
+    qb = F.pad(query, (0, 0, 0, pad)).unflatten(-2, (n_blocks, w))  # (..., n_blocks, w, d_k)
+    # Keys and values padded by one block on each side; unfold gives each block its 3 w neighbours.
+    kb = F.pad(key, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)  # (..., n_blocks, 3w, d_k)
+    vb = F.pad(value, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)  # (..., n_blocks, 3w, d_v)
+    scale = 1.0 / math.sqrt(query.shape[-1])
+    local = (qb @ kb.transpose(-2, -1)) * scale  # (..., n_blocks, w, 3w)
+    q_pos = torch.arange(n_blocks * w, device=query.device).view(n_blocks, w, 1)
+    k_pos = (torch.arange(n_blocks, device=query.device) * w - w).view(n_blocks, 1, 1) + torch.arange(3 * w, device=query.device)
+    # Global keys are scored in their own columns below, so the band leaves them out.
+    allowed = ((q_pos - k_pos).abs() <= w) & (k_pos >= n_global) & (k_pos < length)
+    local = local.masked_fill(~allowed, -math.inf)
+    if n_global:
+        glob = (qb @ key[..., None, :n_global, :].transpose(-2, -1)) * scale  # (..., n_blocks, w, n_global)
+        local = torch.cat([glob, local], dim=-1)
+        vb = torch.cat([value[..., None, :n_global, :].expand(*vb.shape[:-2], n_global, -1), vb], dim=-2)
+    out = (local.softmax(dim=-1) @ vb).flatten(-3, -2)[..., :length, :]  # (..., T, d_v)
+    if n_global:  # the global rows see everything
+        full = (query[..., :n_global, :] @ key.transpose(-2, -1)) * scale
+        out = torch.cat([full.softmax(dim=-1) @ value, out[..., n_global:, :]], dim=-2)
+    return out
+
+
+def random_projection(k_len: int, rank: int, generator: torch.Generator | None = None,
+                      dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A (rank, k_len) matrix with independent N(0, 1/rank) entries: the Johnson-Lindenstrauss
+    projection of Linformer's analysis (Wang et al. 2020, arXiv:2006.04768, Theorem 1)."""
+    check_positive_int("k_len", k_len)
+    check_positive_int("rank", rank)
+    return torch.randn(rank, k_len, generator=generator, dtype=dtype) / math.sqrt(rank)
+
+
+def segment_mean_projection(k_len: int, rank: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """A (rank, k_len) matrix whose row r averages the r-th of `rank` consecutive, near-equal
+    segments of the length: a fixed, untrained choice of Linformer's E and F. Rows sum to 1."""
+    check_positive_int("k_len", k_len)
+    check_positive_int("rank", rank)
+    if rank > k_len:
+        raise ValueError(f"rank must be at most k_len={k_len}, got {rank}")
+    segment = torch.arange(k_len) * rank // k_len  # which segment each key position belongs to
+    onehot = (segment[None, :] == torch.arange(rank)[:, None]).to(dtype)
+    return onehot / onehot.sum(dim=-1, keepdim=True)
+
+
+def linformer_attention(query, key, value, proj_k, proj_v=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q (E K)^T / sqrt(d_k)) (F V)        (Wang et al. 2020, arXiv:2006.04768, equation 7)
+
+    E = proj_k and F = proj_v (rank, k_len) compress keys and values along the length, so the
+    scores are (..., q_len, rank) instead of (..., q_len, k_len): time and memory O(T rank).
+    F defaults to E (Linformer's key-value sharing). No mask: padding would have to be removed
+    before the projection mixes positions.
+
+    Args:
+        query: (..., q_len, d_k); key: (..., k_len, d_k); value: (..., k_len, d_v).
+        proj_k, proj_v: (rank, k_len).
+
+    Returns:
+        output (..., q_len, d_v) and the weights (..., q_len, rank) over the projected keys.
+    """
+    _, _, k_len = _check_qkv(query, key, value)
+    proj_v = proj_k if proj_v is None else proj_v
+    for name, p in (("proj_k", proj_k), ("proj_v", proj_v)):
+        check_tensor(name, p, ndim=2, floating=True)
+        if p.shape[-1] != k_len:
+            raise ValueError(f"{name} must have shape (rank, k_len={k_len}), got {tuple(p.shape)}")
+    scores = (query @ (proj_k @ key).transpose(-2, -1)) / math.sqrt(query.shape[-1])  # (..., q_len, rank)
+    weights = scores.softmax(dim=-1)
+    return weights @ (proj_v @ value), weights
+
+
+class peak_tensor_memory(TorchDispatchMode):
+    """Context manager: the peak number of bytes held by tensors created inside the block.
+
+    Every PyTorch operation passes through `__torch_dispatch__`; each tensor it returns is
+    recorded (once per storage, so views are free) with a weak reference, and after every
+    operation the bytes of the storages still alive are summed. `peak` is the largest sum,
+    `current` the last. Tensors that existed before the block are not counted, and scratch
+    buffers that a fused kernel allocates and frees inside one operation are invisible. The
+    count depends only on which operations run, not on the machine or its numeric kernels.
+
+    >>> with peak_tensor_memory() as mem:
+    ...     out = blockwise_attention(q, k, v)
+    >>> mem.peak   # bytes
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
+        self.peak = self.current = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self._live = {k: (ref, n) for k, (ref, n) in self._live.items() if not ref.expired()}
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor):
+                ref = StorageWeakRef(t.untyped_storage())
+                self._live.setdefault(ref.cdata, (ref, t.untyped_storage().nbytes()))
+        self.current = sum(n for _, n in self._live.values())
+        self.peak = max(self.peak, self.current)
+        return out

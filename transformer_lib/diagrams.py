@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import matplotlib.pyplot as plt
 from matplotlib.patches import FancyBboxPatch
 
 #: Colours of the Okabe-Ito palette (colour-blind safe), one per kind of part.
@@ -106,6 +105,8 @@ def model_map(highlight: Iterable[str] | str = (), ax=None, title: str | None = 
         raise ValueError(f"highlight must name parts from {sorted(PARTS)} or 'all', got {sorted(unknown)}")
     lit = _lit_boxes(names)
     if ax is None:
+        import matplotlib.pyplot as plt  # on first use: `import transformer_lib` stays light
+
         _, ax = plt.subplots(figsize=(6.4, 7.0))
     step, x_enc, x_dec = 0.85, 0.0, 3.8
     top_enc = _column(ax, x_enc, _ENCODER, lit, step)
@@ -132,6 +133,8 @@ def model_map(highlight: Iterable[str] | str = (), ax=None, title: str | None = 
 
 def you_are_here(highlight: Iterable[str] | str, title: str = "you are here", figsize=(5.0, 5.4)):
     """A small `model_map` for the top of a chapter: the chapter's parts in colour. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=figsize)
     model_map(highlight, ax=ax, title=title)
     fig.tight_layout()

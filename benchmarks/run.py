@@ -5,6 +5,7 @@
     python benchmarks/run.py --quick            # small settings, to try the script (~2 min)
     python benchmarks/run.py --only notebooks   # one part: notebooks, attention or site
     python benchmarks/run.py --resume           # go on after an interruption
+    python benchmarks/run.py --page-weights     # only the weight of each page of _build/html
 
 What it measures, and how:
 
@@ -33,8 +34,12 @@ What it measures, and how:
 3. The site. Time to build it from the committed outputs (`jupyter-book build --all`, the
    command of `make book`, into a temporary folder so the working tree's _build/ is left
    alone; the environment and the vendored JavaScript must exist, so run `make book` once
-   first), and the weight of each page as a browser loads it (HTML plus every file it
-   requests, counted by headless Chromium from a local server).
+   first), and the weight of each page as a browser with an empty cache loads it (HTML plus
+   every file it requests, counted by headless Chromium from a local server), raw and as a
+   static host with gzip sends it (text files gzip -6, fonts and images as they are); the
+   heaviest page's budget is 1.5 MB compressed. `--page-weights [SITE]` measures an already
+   built site and prints the table (tests/browser/test_page_weight.py checks the budget with
+   the same code).
 """
 from __future__ import annotations
 
@@ -81,6 +86,7 @@ IMPLEMENTATIONS = {
 }
 GB = 1e9
 MB = 1e6
+PAGE_GZIP_BYTES = 1.5 * MB  # the heaviest page, compressed (issue 14)
 
 
 # Measurement helpers ------------------------------------------------------------------------
@@ -369,42 +375,100 @@ def bench_site() -> dict:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def page_weights(site: Path) -> list[dict]:
-    """Bytes a browser receives for each page of _toc.yml (HTML and every file it requests)."""
+# What a static host compresses (gzip) when it serves a file: text. Fonts (woff2) and images
+# are compressed already and are sent as they are.
+COMPRESSED_SUFFIXES = {".html", ".js", ".mjs", ".css", ".svg", ".json", ".txt", ".xml", ".map", ".ttf", ".eot", ".otf"}
+GZIP_LEVEL = 6  # gzip's default, and what nginx or Apache are usually set to
+
+
+def transfer_bytes(path: Path) -> tuple[int, int]:
+    """(raw, compressed) bytes of one file as a static host with gzip sends it: text files
+    compressed with gzip -6, others as they are."""
+    import gzip
+
+    data = path.read_bytes()
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        return len(data), len(gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0))
+    return len(data), len(data)
+
+
+def toc_pages() -> list[str]:
     import yaml
-    from playwright.sync_api import sync_playwright
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    pages = [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
-    rows = []
+    return [toc["root"]] + [c["file"] for part in toc.get("parts", []) for c in part.get("chapters", [])]
+
+
+def page_weight(browser, base: str, site: Path, doc: str) -> dict:
+    """What a browser with an empty cache receives for one page: the HTML and every file it
+    requests (scripts, styles, fonts, images, and what those load in turn), counted raw and as
+    a static host with gzip sends them (`transfer_bytes`)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    files: dict[str, tuple[int, int]] = {}
+
+    def on_response(response):
+        # The bytes served are the file's: the local server sends files as they are.
+        if response.url.startswith(base) and response.status == 200:
+            path = site / urllib.parse.unquote(urllib.parse.urlparse(response.url).path.lstrip("/"))
+            if path.is_dir():
+                path = path / "index.html"
+            if path.is_file():
+                files[response.url.split("?")[0].split("#")[0]] = transfer_bytes(path)
+
+    page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((base, "data:", "blob:")) else route.abort())
+    page.on("response", on_response)
+    try:
+        page.goto(base + doc + ".html", wait_until="networkidle")
+        page.wait_for_timeout(1000)
+    finally:
+        context.close()
+    html_raw, html_gz = files.get(base + doc + ".html", (0, 0))
+    largest = sorted(files.items(), key=lambda kv: -kv[1][1])[:3]
+    return {"page": doc, "html_bytes": html_raw, "html_gzip_bytes": html_gz,
+            "total_bytes": sum(raw for raw, _ in files.values()),
+            "gzip_bytes": sum(gz for _, gz in files.values()), "files": len(files),
+            "largest": [(u[len(base):], raw) for u, (raw, _) in sorted(files.items(), key=lambda kv: -kv[1][0])[:3]],
+            "largest_gzip": [(u[len(base):], gz) for u, (_, gz) in largest],
+            "urls": sorted(u[len(base):] for u in files)}
+
+
+def page_weights(site: Path) -> list[dict]:
+    """Bytes a browser receives for each page of _toc.yml (HTML and every file it requests),
+    raw and gzip-compressed."""
+    from playwright.sync_api import sync_playwright
+
     with sitetools.serve(site) as base:
         with sync_playwright() as p:
             browser = sitetools.launch_chromium(p)
-            for doc in pages:
-                context = browser.new_context(viewport={"width": 1280, "height": 900})
-                page = context.new_page()
-                files: dict[str, int] = {}
+            try:
+                return [page_weight(browser, base, site, doc) for doc in toc_pages()]
+            finally:
+                browser.close()
 
-                def on_response(response, files=files):
-                    # The bytes served are the file's: the local server sends files as they are.
-                    if response.url.startswith(base) and response.status == 200:
-                        path = site / urllib.parse.unquote(urllib.parse.urlparse(response.url).path.lstrip("/"))
-                        if path.is_dir():
-                            path = path / "index.html"
-                        if path.is_file():
-                            files[response.url.split("?")[0].split("#")[0]] = path.stat().st_size
 
-                page.route("**/*", lambda route: route.continue_() if route.request.url.startswith((base, "data:", "blob:")) else route.abort())
-                page.on("response", on_response)
-                page.goto(base + doc + ".html", wait_until="networkidle")
-                page.wait_for_timeout(1000)
-                html_bytes = files.get(base + doc + ".html", 0)
-                largest = sorted(files.items(), key=lambda kv: -kv[1])[:3]
-                rows.append({"page": doc, "html_bytes": html_bytes, "total_bytes": sum(files.values()),
-                             "files": len(files), "largest": [(u[len(base):], n) for u, n in largest]})
-                context.close()
-            browser.close()
-    return rows
+def weights_table(pages: list[dict]) -> list[str]:
+    """The per-page table of the report, heaviest (compressed) first."""
+    lines = ["| page | HTML (gzip) | HTML + assets, raw | HTML + assets, gzip | files |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for r in sorted(pages, key=lambda r: -r.get("gzip_bytes", r["total_bytes"])):
+        lines.append(f"| {r['page']} | {r.get('html_gzip_bytes', 0) / MB:.2f} MB | {fmt_mb(r['total_bytes'])}"
+                     f" | {r.get('gzip_bytes', 0) / MB:.2f} MB | {r['files']} |")
+    return lines
+
+
+def print_page_weights(site: Path) -> int:
+    """`run.py --page-weights [SITE]`: the weight of each page of an already built site."""
+    if not (site / "index.html").is_file():
+        print(f"{site} has no built site: run `make book` first", file=sys.stderr)
+        return 1
+    pages = page_weights(site)
+    print("\n".join(weights_table(pages)))
+    biggest = max(pages, key=lambda r: r["gzip_bytes"])
+    print(f"heaviest page: {biggest['page']}, {biggest['gzip_bytes'] / MB:.2f} MB gzip-compressed"
+          f" ({fmt_mb(biggest['total_bytes'])} raw, {biggest['files']} files); largest compressed files: "
+          + ", ".join(f"{u} {n / MB:.2f} MB" for u, n in biggest["largest_gzip"]))
+    return 0
 
 
 # The report ---------------------------------------------------------------------------------
@@ -484,24 +548,26 @@ def write_report(info: dict, notebooks, attention, site, path: Path, quick: bool
         if "error" in site:
             lines += [f"Not measured: {site['error']}", ""]
         else:
-            pages = sorted(site["pages"], key=lambda r: -r["total_bytes"])
-            biggest = pages[0]
+            pages = site["pages"]
+            biggest = max(pages, key=lambda r: r.get("gzip_bytes", r["total_bytes"]))
+            typical = sorted(pages, key=lambda r: r.get("gzip_bytes", r["total_bytes"]))[len(pages) // 2]
             lines += [
                 f"- Build from the committed outputs (`jupyter-book build --all`, as `make book` runs it; "
                 f"notebooks are not executed): **{site['build_seconds']:.0f} s**.",
-                f"- Heaviest page: **{biggest['page']}**, {fmt_mb(biggest['total_bytes'])} in {biggest['files']} files"
-                f" (HTML {fmt_mb(biggest['html_bytes'])}); its largest files: "
-                + ", ".join(f"`{u}` {fmt_mb(n)}" for u, n in biggest["largest"]) + ".",
+                f"- Heaviest page: **{biggest['page']}**, **{biggest.get('gzip_bytes', 0) / MB:.2f} MB compressed**"
+                f" ({verdict(biggest.get('gzip_bytes', 0) <= PAGE_GZIP_BYTES)}: {PAGE_GZIP_BYTES / MB:.1f} MB),"
+                f" {fmt_mb(biggest['total_bytes'])} raw, in {biggest['files']} files; its largest files, compressed: "
+                + ", ".join(f"`{u}` {n / MB:.2f} MB" for u, n in biggest.get("largest_gzip", biggest["largest"])) + ".",
+                f"- Median page: {typical['page']}, {typical.get('gzip_bytes', 0) / MB:.2f} MB compressed.",
                 "",
-                "Bytes a browser receives for each page (HTML plus every file it requests, measured in",
-                "headless Chromium; a reader's cache makes later pages lighter, as they share the theme,",
-                "fonts and MathJax):",
+                "Bytes a browser with an empty cache receives for each page: the HTML plus every file it",
+                "requests, counted in headless Chromium from a local server; raw, and as a static host",
+                f"with gzip sends them (text files compressed with gzip -{GZIP_LEVEL}, fonts and images as they",
+                "are). A reader's cache makes later pages lighter, as they share the theme, fonts and MathJax.",
+                "`python benchmarks/run.py --page-weights` measures an already built site (`_build/html`).",
                 "",
-                "| page | HTML | HTML + assets | files |",
-                "| --- | ---: | ---: | ---: |",
             ]
-            for r in pages:
-                lines.append(f"| {r['page']} | {fmt_mb(r['html_bytes'])} | {fmt_mb(r['total_bytes'])} | {r['files']} |")
+            lines += weights_table(pages)
             lines.append("")
     path.write_text("\n".join(lines).rstrip() + "\n")
 
@@ -679,10 +745,15 @@ def main(argv=None) -> int:
     parser.add_argument("--max-load", type=float, default=1.5)
     parser.add_argument("--resume", action="store_true",
                         help=f"go on from the measurements an interrupted run saved in {PROGRESS.relative_to(ROOT)}")
+    parser.add_argument("--page-weights", nargs="?", type=Path, const=ROOT / "_build" / "html", metavar="SITE",
+                        help="only print each page's weight (raw and gzip-compressed) of a built site"
+                             " (default _build/html), and write nothing")
     parser.add_argument("--execute-notebook", help=argparse.SUPPRESS)
     parser.add_argument("--attention-config", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.page_weights:
+        return print_page_weights(args.page_weights.resolve())
     if args.execute_notebook:
         execute_notebook_child(args.execute_notebook)
         return 0

@@ -6,6 +6,8 @@ _config.yml as a Sphinx static path, so its contents land in _build/html/_static
   mathjax/                    MathJax 3 (es5 build: the tex-mml-chtml bundle and what it loads lazily)
   requirejs/require.js        the AMD loader the Jupyter widgets HTML manager expects
   jupyter-widgets/embed-amd.js  the HTML manager that renders saved widget state, with its fonts
+                              (only for a page whose widgets book/_ext/static_widgets.py's small
+                              loader cannot draw; today no page loads it)
   jupyter-widgets/widgets-config.js  tells require.js where the modules below are
   jupyter-widgets/anywidget/index.js  anywidget's front end, from the installed Python package
 

@@ -275,6 +275,8 @@ def _config_inited(app, config):
 
 
 def setup(app):
+    # A lighter site: the widgets' small loader, no Font Awesome script (see static_widgets.py).
+    app.setup_extension("static_widgets")
     app.connect("config-inited", _config_inited)
     app.connect("env-updated", _merge_inline_scripts)
     # Before Sphinx's image collector (priority 500) reads the image nodes.

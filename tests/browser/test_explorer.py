@@ -4,8 +4,9 @@ For every page of the built book whose saved widget state holds an `AttentionExp
 each explorer renders from the saved state with no kernel; choosing the kind, the layer and the
 head (from the menus and from the grid of thumbnails) draws exactly the saved weights (read
 back from the cells' data-weight attributes); pointing at a cell highlights its row and shows
-the row's numbers; the keyboard moves between cells; two views of one widget follow each
-other; the text box for live input stays hidden; nothing is requested from another host and
+the row's numbers; the keyboard moves between cells, and between the grid's thumbnails (to its
+edges and no further: issue 15, a single-head explorer threw a TypeError on ArrowLeft); two views
+of one widget follow each other; the text box for live input stays hidden; nothing is requested from another host and
 no error is logged. Screenshots of each explorer go to artifacts/screenshots/.
 
 Needs the built site (`make book`); `make browser-test` runs it.
@@ -230,4 +231,57 @@ def test_explorers_on_page(path, open_page, screenshots):
 
     assert not log["foreign"], f"requests to other hosts: {log['foreign']}"
     assert not log["failed"], f"failed requests: {log['failed']}"
+    assert not log["errors"], f"errors: {log['errors']}"
+
+
+GRID_FOCUS = """root => {
+  const b = document.activeElement;
+  return root.contains(b) && b.matches("button.tlx-thumb")
+    ? [Number(b.dataset.layer), Number(b.dataset.head), b.tabIndex] : null;
+}"""
+
+
+@pytest.mark.parametrize("path", sorted(PAGES))
+def test_grid_keyboard(path, open_page):
+    """The arrow keys move the focus between the grid's thumbnails and stop at its edges: the
+    first column is the mean of the heads, or head 0 where there is a single head (chapters 2
+    and 8; ArrowLeft there used to look for a mean thumbnail and throw a TypeError)."""
+    views = PAGES[path]
+    page, log = open_page(path)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('.tlx button.tlx-thumb').length > 0 && "
+        f"document.querySelectorAll('.tlx').length >= {len(views)}",
+        timeout=20_000,
+    )
+    roots = page.locator(".tlx")
+    for n, state in enumerate(views):
+        root, what = roots.nth(n), f"{path} explorer {n}"
+        kind = root.evaluate("r => r.dataset.kind")
+        k = next(k for k in state["data"]["kinds"] if k["id"] == kind)
+        first = -1 if k["total_heads"] > 1 else 0
+        last_layer, last_head = k["n_layers"] - 1, k["n_heads"] - 1
+        corner = root.locator(f'button.tlx-thumb[data-layer="0"][data-head="{first}"]')
+        assert corner.count() == 1, f"{what}: no thumbnail for layer 0, head {first}"
+        corner.focus()
+        # At the top-left corner, ArrowLeft and ArrowUp keep the focus where it is.
+        for key in ("ArrowLeft", "ArrowUp"):
+            page.keyboard.press(key)
+            assert root.evaluate(GRID_FOCUS) == [0, first, 0], f"{what}: {key} at the grid's corner"
+        # ArrowRight and ArrowDown walk to the opposite corner and stop there.
+        for _ in range(last_head - first + 1):
+            page.keyboard.press("ArrowRight")
+        for _ in range(last_layer + 1):
+            page.keyboard.press("ArrowDown")
+        assert root.evaluate(GRID_FOCUS) == [last_layer, last_head, 0], f"{what}: arrows to the last thumbnail"
+        # Back to the left edge, past it, and Enter opens the map there.
+        for _ in range(last_head - first + 1):
+            page.keyboard.press("ArrowLeft")
+        assert root.evaluate(GRID_FOCUS) == [last_layer, first, 0], f"{what}: ArrowLeft to the first column"
+        page.keyboard.press("Enter")
+        d = drawn(root)
+        assert (d["layer"], d["head"]) == (last_layer, first), f"{what}: Enter did not open the focused thumbnail"
+        assert_same(d["weights"], saved_matrix(state, kind, last_layer, first), f"{what}, opened from the keyboard")
+        # The map opened is the only tab stop of the grid (roving tabindex).
+        stops = root.locator("button.tlx-thumb[tabindex='0']")
+        assert stops.count() == 1, f"{what}: {stops.count()} thumbnails are tab stops"
     assert not log["errors"], f"errors: {log['errors']}"

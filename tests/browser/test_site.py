@@ -5,7 +5,10 @@ For each page listed in _toc.yml (each page is loaded once, and these checks run
 
 - test_maths_typeset: every math node is typeset by the site's own MathJax; no raw TeX is left
   in the text outside code.
-- test_widgets_render: every saved widget view is drawn by the widgets' HTML manager.
+- test_widgets_render: every saved widget view is drawn, by the site's small widget loader
+  (book/_ext/static_widgets.py), with neither the widgets' HTML manager (embed-amd.js, 3.6 MB)
+  nor require.js loaded; and no page loads the theme's Font Awesome script (its stylesheet and
+  web fonts draw the icons). The page weight itself is checked in test_page_weight.py.
 - test_figures_described: every image loads and has alternative text that describes it (not
   the file name Sphinx falls back to); every inline SVG in a cell's output (outside a button
   or link) is named (role="img", or "group"/"figure", with aria-label, aria-labelledby or
@@ -69,6 +72,9 @@ RAW_TEX = re.compile(r"\$\$|\\\(|\\\)|\\\[|\\\]|\\frac|\\sqrt|\\mathrm")
 # The impacts axe-core reports, most severe first; the test fails on the first two.
 FAILING_IMPACTS = ("critical", "serious")
 ARTIFACTS = ROOT / "artifacts"
+# What the site no longer loads: the widgets' HTML manager and its AMD loader (the small widget
+# loader draws the saved widgets), and the theme's Font Awesome script (its CSS draws the icons).
+HEAVY_SCRIPTS = r"/(embed-amd|require|fontawesome)\.js$"
 TIMEOUT_MS = 30_000
 
 VISIBLE_PROSE = """() => {
@@ -124,7 +130,7 @@ def open_page(browser, site_url: str, path: str, height: int = 900):
     context = browser.new_context(viewport={"width": 1280, "height": height})
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
-    log = {"errors": [], "failed": [], "foreign": []}
+    log = {"errors": [], "failed": [], "foreign": [], "requests": []}
 
     def on_route(route):
         url = route.request.url
@@ -137,6 +143,7 @@ def open_page(browser, site_url: str, path: str, height: int = 900):
     page.route("**/*", on_route)
     page.on("console", lambda m: m.type == "error" and log["errors"].append(f"console: {m.text} ({m.location.get('url')})"))
     page.on("pageerror", lambda e: log["errors"].append(f"page error: {e}"))
+    page.on("request", lambda r: log["requests"].append(r.url))
     page.on("requestfailed", lambda r: log["failed"].append(f"{r.url} ({r.failure})"))
     page.on("response", lambda r: r.status >= 400 and log["failed"].append(f"{r.url} (HTTP {r.status})"))
     page.goto(site_url + path, wait_until="networkidle")
@@ -294,13 +301,15 @@ class TestPage:
         assert not raw, f"raw TeX left in the page: {raw[:5]}"
 
     def test_widgets_render(self, loaded):
-        page, _ = loaded
+        page, log = loaded
         n_views = page.locator('script[type="application/vnd.jupyter.widget-view+json"]').count()
         if n_views:
             page.wait_for_function(
-                f"() => document.querySelectorAll('.widget-subarea > .lm-Widget').length >= {n_views}",
+                f"() => document.querySelectorAll('.widget-subarea > .widget-lite[data-rendered]').length >= {n_views}",
                 timeout=TIMEOUT_MS,
             )
+        heavy = [u for u in log["requests"] if re.search(HEAVY_SCRIPTS, urllib.parse.urlparse(u).path)]
+        assert not heavy, f"the page loads scripts the site does without: {heavy}"
 
     def test_figures_described(self, loaded):
         page, _ = loaded

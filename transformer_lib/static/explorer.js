@@ -402,9 +402,12 @@ function render({ model, el }) {
     const move = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0] }[e.key];
     if (!move) return;
     e.preventDefault();
+    // the grid's first column: the mean (-1), or head 0 when there is a single head and no mean
+    const first = s.k.total_heads > 1 ? -1 : 0;
     const l = Math.max(0, Math.min(s.k.n_layers - 1, Number(b.dataset.layer) + move[0]));
-    const hd = Math.max(-1, Math.min(s.k.n_heads - 1, Number(b.dataset.head) + move[1]));
+    const hd = Math.max(first, Math.min(s.k.n_heads - 1, Number(b.dataset.head) + move[1]));
     const next = thumbs.find((t) => t.layer === l && t.head === hd);
+    if (!next) return;
     thumbs.forEach((t) => { t.button.tabIndex = t === next ? 0 : -1; });
     next.button.focus();
   });

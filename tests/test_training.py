@@ -1,5 +1,8 @@
 """Teacher forcing, label smoothing, the warm-up schedule, checkpoints, and a real training run."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -7,7 +10,8 @@ import torch.nn.functional as F
 import transformer_lib as tl
 from transformer_lib.data import Vocab, collate, make_copy_pairs
 from transformer_lib.decoding import greedy_decode
-from transformer_lib.training import (Batch, LabelSmoothingLoss, TrainConfig, load_checkpoint, noam_lr,
+from transformer_lib.training import (DATE_MODEL, DATE_RECIPE, Batch, LabelSmoothingLoss, TrainConfig,
+                                      evenly_spaced, factor_for_peak, load_checkpoint, noam_lr, recipe_config,
                                       save_checkpoint, train, warmup_scheduler)
 
 
@@ -103,6 +107,7 @@ def test_short_training_run_learns_the_copy_task(tmp_path):
                       progress=False, checkpoint=str(tmp_path / "copy.pt"))
     hist = train(model, loader, val, cfg)
     assert hist.best_accuracy == 1.0, hist
+    assert 0 < hist.eval_seconds < hist.seconds
     assert hist.loss[-1] < hist.loss[0] / 3
     # the checkpoint holds the best model and loads with weights_only=True
     loaded, meta = load_checkpoint(tmp_path / "copy.pt")
@@ -122,3 +127,73 @@ def test_checkpoint_rejects_non_plain_metadata(tmp_path):
     assert meta == {"step": 3}
     for a, b in zip(model.state_dict().values(), loaded.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_noam_lr_rejects_step_zero_and_negative_steps():
+    assert noam_lr(1, 64, 10) > 0
+    for bad in (0, -1, -100):
+        with pytest.raises(ValueError, match="step must be a positive integer"):
+            noam_lr(bad, 64, 10)
+
+
+def test_factor_for_peak_puts_the_peak_of_equation_3_where_asked():
+    factor = factor_for_peak(2e-3, 64, 200)
+    assert noam_lr(200, 64, 200, factor) == pytest.approx(2e-3, rel=1e-12)
+    assert max(noam_lr(s, 64, 200, factor) for s in range(1, 2000)) == pytest.approx(2e-3, rel=1e-12)
+    with pytest.raises(ValueError, match="peak_lr"):
+        factor_for_peak(0.0, 64, 200)
+
+
+def test_recipe_config_follows_the_shared_recipe():
+    cfg = recipe_config(max_steps=7)
+    assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"]
+    assert cfg.target_accuracy == DATE_RECIPE["target"] and cfg.eval_every == DATE_RECIPE["eval_every"]
+    assert noam_lr(cfg.warmup, DATE_MODEL["d_model"], cfg.warmup, cfg.factor) == pytest.approx(DATE_RECIPE["peak_lr"])
+
+
+def test_train_rejects_a_one_shot_iterator_up_front():
+    vocab, train_pairs, _ = copy_task(n_train=100)
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=16, n_layers=1))
+    one_shot = (collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50))  # 2 batches, once
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(TypeError, match="one-shot iterator"):
+        train(model, one_shot, None, TrainConfig(max_steps=5, progress=False))
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "no step may run before the error"
+    # a list of the same batches is re-iterable: five steps over two batches work
+    batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50)]
+    hist = train(model, batches, None, TrainConfig(max_steps=5, progress=False))
+    assert hist.step == [1, 2, 3, 4, 5] and hist.eval_seconds == 0.0
+
+
+def _script():
+    path = Path(__file__).resolve().parent.parent / "scripts" / "train_transformer.py"
+    spec = importlib.util.spec_from_file_location("train_transformer_script", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_train_script_writes_to_scratch_unless_told_to_update_the_shipped_checkpoint():
+    script = _script()
+    assert script.SHIPPED == tl.CHECKPOINTS / "transformer_dates.pt"
+    assert script.SCRATCH.parent != script.SHIPPED.parent
+    with pytest.raises(SystemExit):  # --out and --update-shipped exclude each other
+        script.main(["--out", "x.pt", "--update-shipped"])
+
+
+def test_train_script_fails_and_keeps_the_old_file_when_no_checkpoint_was_saved(tmp_path, capsys):
+    script = _script()
+    out = tmp_path / "dates.pt"
+    out.write_bytes(b"an older checkpoint")
+    # one step, then one evaluation of an untrained model: 0% exact match, so nothing is saved
+    assert script.main(["--max-steps", "1", "--out", str(out), "--threads", "1"]) == 1
+    assert "no checkpoint was saved" in capsys.readouterr().err
+    assert out.read_bytes() == b"an older checkpoint" and not out.with_suffix(".json").exists()
+
+
+def test_evenly_spaced_spreads_over_the_list():
+    items = list(range(100))
+    assert evenly_spaced(items, 4) == [0, 25, 50, 75]
+    assert evenly_spaced(items, 500) == items
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        evenly_spaced(items, 0)

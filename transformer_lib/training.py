@@ -88,11 +88,12 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)   (paper, equation 3)
 
     It rises linearly for `warmup` steps (4000 in the paper), peaks at
-    factor / sqrt(d_model * warmup), then decays like 1 / sqrt(step). Steps count from 1.
+    factor / sqrt(d_model * warmup), then decays like 1 / sqrt(step). Steps count from 1:
+    step 0 (where step^-0.5 is infinite) or a negative step raises ValueError.
     """
+    check_positive_int("step", step)
     check_positive_int("d_model", d_model)
     check_positive_int("warmup", warmup)
-    step = max(int(step), 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
@@ -103,6 +104,16 @@ def warmup_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int
         if group["lr"] != 1.0:
             raise ValueError(f"optimizer lr must be 1.0 so that the schedule sets the rate, got {group['lr']}")
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_lr(i + 1, d_model, warmup, factor))
+
+
+def factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
+    """The `factor` that makes equation (3) peak at `peak_lr` (at step `warmup`):
+    factor = peak_lr * sqrt(d_model * warmup)."""
+    if not (isinstance(peak_lr, (int, float)) and peak_lr > 0):
+        raise ValueError(f"peak_lr must be a positive number, got {peak_lr!r}")
+    check_positive_int("d_model", d_model)
+    check_positive_int("warmup", warmup)
+    return peak_lr * (d_model * warmup) ** 0.5
 
 
 @dataclass
@@ -126,6 +137,36 @@ class TrainConfig:
     eos_id: int = 2
 
 
+#: The recipe the book trains its date model with: chapter 11 runs it live and
+#: scripts/train_transformer.py makes the shipped checkpoint with it. benchmarks/recipe.py is
+#: the study that chose it (benchmarks/RESULTS.md): evaluate greedily on `eval_size`
+#: validation dates spread over the calendar (`evenly_spaced`) every `eval_every` steps, stop
+#: at `target` or at `max_steps`.
+DATE_MODEL = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, dropout=0.0, max_len=128)
+DATE_RECIPE = dict(batch_size=64, peak_lr=3e-3, warmup=300, label_smoothing=0.1, clip_norm=1.0,
+                   eval_every=100, eval_size=1000, target=0.996, max_steps=3000)
+
+
+def evenly_spaced(items: list, n: int) -> list:
+    """`n` items spread evenly over `items` (all of them if there are fewer). The date splits
+    are sorted by calendar date, so the first n would hold only the earliest years: a check on
+    them says little about the rest of the century."""
+    check_positive_int("n", n)
+    if n >= len(items):
+        return list(items)
+    return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def recipe_config(recipe: dict | None = None, d_model: int = 64, **overrides) -> TrainConfig:
+    """The `TrainConfig` of a recipe such as `DATE_RECIPE` (its peak learning rate turned into
+    the `factor` of equation (3)); keyword arguments override TrainConfig fields."""
+    r = {**DATE_RECIPE, **(recipe or {})}
+    kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], factor=factor_for_peak(r["peak_lr"], d_model, r["warmup"]),
+              label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
+              target_accuracy=r["target"], progress=False)
+    return TrainConfig(**{**kw, **overrides})
+
+
 @dataclass
 class History:
     """What happened during `train`: per-step loss and learning rate, per-evaluation accuracy."""
@@ -138,7 +179,8 @@ class History:
     eval_loss: list[float] = field(default_factory=list)
     best_accuracy: float = 0.0
     best_step: int = 0
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole run, evaluations included
+    eval_seconds: float = 0.0  # the part of `seconds` spent evaluating
     stopped: str = ""
 
 
@@ -184,9 +226,14 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     steps, greedy exact-match accuracy on `val_batches` (a list of (src, tgt) batches). The
     best model so far is kept in `cfg.checkpoint` if given. Stops at `max_steps`, at
     `max_seconds`, when accuracy reaches `target_accuracy`, or after `patience` evaluations
-    without improvement. Returns a `History`.
+    without improvement. `train_loader` is read again at every epoch, so it must be
+    re-iterable (a list or a DataLoader): a one-shot iterator or generator raises TypeError
+    before any step. Returns a `History` (its `eval_seconds` is the evaluation part of `seconds`).
     """
     cfg = cfg or TrainConfig()
+    if iter(train_loader) is train_loader:
+        raise TypeError("train_loader must be re-iterable (a list or a DataLoader), not a one-shot iterator or "
+                        "generator: train() starts a new pass over it at every epoch")
     d_model = model.config.d_model
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     scheduler = warmup_scheduler(optimizer, d_model, cfg.warmup, cfg.factor)
@@ -212,7 +259,9 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", best=f"{hist.best_accuracy:.3f}")
         if val_batches is not None and (step % cfg.eval_every == 0 or step == cfg.max_steps):
+            began = time.perf_counter()
             acc, val_loss = evaluate(model, val_batches, cfg)
+            hist.eval_seconds += time.perf_counter() - began
             hist.eval_step.append(step)
             hist.eval_accuracy.append(acc)
             hist.eval_loss.append(val_loss)

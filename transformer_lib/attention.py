@@ -31,6 +31,19 @@ def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
         )
 
 
+def check_qkv(query, key, value) -> None:
+    """Raise a clear error unless query (..., q_len, d_k), key (..., k_len, d_k) and
+    value (..., k_len, d_v) are floating-point tensors whose shapes fit together."""
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        check_tensor(name, t, floating=True)
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+
+
 def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Module | None = None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V        (paper, equation 1)
 
@@ -46,14 +59,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Modul
         weights (..., q_len, k_len): each row sums to 1 over the allowed keys. A row with no
         allowed key gets all-zero weights and a zero output (never NaN).
     """
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, t, floating=True)
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+    check_qkv(query, key, value)
 
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., q_len, k_len)

@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ._checks import check_positive_int, check_tensor
-from .attention import check_mask
+from .attention import check_mask, check_qkv
 
 __all__ = [
     "blockwise_attention", "sliding_window_mask", "sliding_window_attention", "linformer_attention",
@@ -37,14 +37,7 @@ __all__ = [
 def _check_qkv(query, key, value) -> tuple[torch.Size, int, int]:
     """Check query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v); return
     the broadcast leading shape, q_len and k_len."""
-    for name, t in (("query", query), ("key", key), ("value", value)):
-        check_tensor(name, t, floating=True)
-        if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
-    if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
-    if key.shape[-2] != value.shape[-2]:
-        raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+    check_qkv(query, key, value)
     try:
         lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
     except RuntimeError:

@@ -4,6 +4,7 @@ import torch
 
 from transformer_lib import data as D
 from transformer_lib import rnn as R
+from transformer_lib.masks import masked_softmax
 
 VOCAB = D.Vocab("abcdefghijklmnop")
 
@@ -23,13 +24,13 @@ def _model(attention, **kw):
 def test_masked_softmax_zero_weight_and_rows_sum_to_one():
     scores = torch.randn(3, 4, 6)
     mask = torch.tensor([[1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]], dtype=torch.bool)[:, None, :]
-    w = R.masked_softmax(scores, mask)
+    w = masked_softmax(scores, mask)
     assert torch.equal(w[0, :, 3:], torch.zeros(4, 3))
     torch.testing.assert_close(w[:2].sum(-1), torch.ones(2, 4))
     assert torch.equal(w[2], torch.zeros(4, 6))  # a fully masked row is zero, not NaN
     torch.testing.assert_close(w[1], torch.softmax(scores[1], -1))
     with pytest.raises(TypeError, match="mask"):
-        R.masked_softmax(scores, mask.float())
+        masked_softmax(scores, mask.float())
 
 
 # ----------------------------------------------------------------------------- encoder

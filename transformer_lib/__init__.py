@@ -31,7 +31,7 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, decoding, diagrams, efficient, lm, metrics, rnn, training  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, bughunt, data, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -42,7 +42,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

@@ -38,3 +38,20 @@ def target_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 def to_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
     """Convert our mask (True = allowed) to PyTorch module masks (True = blocked)."""
     return None if mask is None else ~mask
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax over the last dimension of `scores` where `mask` is True (allowed).
+
+    Blocked positions get exactly 0, and a row with no allowed position gets all zeros rather
+    than the NaN that softmax over a row of -inf gives (chapter 8). `mask` (boolean) must
+    broadcast to `scores`.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask: expected a boolean tensor (True = allowed), got {mask.dtype}")
+    mask = mask.expand_as(scores)
+    any_allowed = mask.any(dim=-1, keepdim=True)
+    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~any_allowed, 0.0)
+    return torch.softmax(scores, dim=-1) * any_allowed

@@ -29,31 +29,16 @@ import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ._checks import check_positive_int
-from .data import BOS_ID, EOS_ID, PAD_ID, Vocab, collate
+from .masks import masked_softmax
+from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, collate
 
 __all__ = [
-    "masked_softmax", "GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder",
+    "GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder",
     "Seq2Seq", "ATTENTION_KINDS", "seq2seq_loss", "train_seq2seq", "greedy_decode", "translate",
     "exact_match", "accuracy_by_length", "save_checkpoint", "load_checkpoint", "draw_seq2seq",
 ]
 
 ATTENTION_KINDS = (None, "additive", "dot")
-
-
-def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Softmax over the last dimension of ``scores`` where ``mask`` is True (allowed).
-
-    Disallowed positions get exactly 0; a row with no allowed position gets all zeros (not NaN).
-    ``mask`` must broadcast to ``scores``.
-    """
-    if mask is None:
-        return torch.softmax(scores, dim=-1)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask: expected a boolean tensor (True = allowed), got {mask.dtype}")
-    mask = mask.expand_as(scores)
-    any_allowed = mask.any(dim=-1, keepdim=True)
-    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~any_allowed, 0.0)
-    return torch.softmax(scores, dim=-1) * any_allowed
 
 
 class GRUEncoder(nn.Module):

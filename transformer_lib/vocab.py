@@ -1,0 +1,167 @@
+"""Character vocabularies and padded batches: the plumbing every task of the book shares.
+
+:class:`Vocab` maps characters to ids with four special tokens (``<pad>=0, <bos>=1, <eos>=2,
+<unk>=3``); :func:`collate` turns ``(source, target)`` string pairs into right-padded
+``LongTensor`` batches; :func:`make_loader` is the one way the book batches a training set.
+"""
+from __future__ import annotations
+
+import random
+from typing import Iterable, Iterator, Sequence
+
+import torch
+
+from ._checks import check_positive_int
+
+__all__ = [
+    "PAD", "BOS", "EOS", "UNK", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID",
+    "Vocab", "collate", "batches", "make_loader",
+]
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+
+class Vocab:
+    """A character-level vocabulary with the special tokens ``<pad>=0, <bos>=1, <eos>=2, <unk>=3``.
+
+    >>> v = Vocab("abc")
+    >>> v.encode("cab", bos=True, eos=True)
+    [1, 6, 4, 5, 2]
+    >>> v.decode([1, 6, 4, 5, 2, 0, 0])
+    'cab'
+    """
+
+    def __init__(self, chars: Iterable[str]):
+        if not hasattr(chars, "__iter__"):
+            raise TypeError(f"chars: expected an iterable of single characters, got {type(chars).__name__}")
+        chars = list(chars)
+        for c in chars:
+            if not isinstance(c, str) or len(c) != 1:
+                raise ValueError(f"chars: expected single characters, got {c!r}")
+        if len(set(chars)) != len(chars):
+            dupes = sorted({c for c in chars if chars.count(c) > 1})
+            raise ValueError(f"chars: duplicated characters {dupes!r}")
+        self.tokens: list[str] = list(SPECIALS) + chars
+        self.index: dict[str, int] = {t: i for i, t in enumerate(self.tokens)}
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> "Vocab":
+        """The vocabulary of every character in ``texts``, sorted (so it does not depend on order)."""
+        chars: set[str] = set()
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts: expected strings, got {type(t).__name__}")
+            chars.update(t)
+        return cls(sorted(chars))
+
+    @classmethod
+    def from_tokens(cls, tokens: Sequence[str]) -> "Vocab":
+        """Rebuild a vocabulary from its ``tokens`` list (as stored in a checkpoint)."""
+        tokens = list(tokens)
+        if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
+            raise ValueError(f"tokens: must start with the special tokens {SPECIALS!r}")
+        return cls(tokens[len(SPECIALS):])
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def __contains__(self, char: str) -> bool:
+        return char in self.index and char not in SPECIALS
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Vocab) and self.tokens == other.tokens
+
+    def __repr__(self) -> str:
+        chars = "".join(self.tokens[len(SPECIALS):])
+        return f"Vocab({len(self)} tokens: 4 specials + {chars!r})"
+
+    pad_id, bos_id, eos_id, unk_id = PAD_ID, BOS_ID, EOS_ID, UNK_ID
+
+    def encode(self, text: str, bos: bool = False, eos: bool = False, strict: bool = False) -> list[int]:
+        """Character ids of ``text``; unknown characters become ``<unk>`` unless ``strict``."""
+        if not isinstance(text, str):
+            raise TypeError(f"text: expected a string, got {type(text).__name__}")
+        ids = []
+        for c in text:
+            i = self.index.get(c)
+            if i is None or c in SPECIALS:
+                if strict:
+                    raise ValueError(f"text: character {c!r} is not in the vocabulary (in {text!r})")
+                i = UNK_ID
+            ids.append(i)
+        return ([BOS_ID] if bos else []) + ids + ([EOS_ID] if eos else [])
+
+    def decode(self, ids: Iterable[int] | torch.Tensor, stop_at_eos: bool = True) -> str:
+        """The string of ``ids``: skips ``<pad>`` and ``<bos>``, stops at the first ``<eos>``
+        (unless ``stop_at_eos=False``), and writes ``<unk>`` as the character "?"."""
+        if isinstance(ids, torch.Tensor):
+            if ids.dim() != 1:
+                raise ValueError(f"ids: expected a 1-d sequence, got shape {tuple(ids.shape)}")
+            ids = ids.tolist()
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < len(self.tokens):
+                raise ValueError(f"ids: {i} is outside the vocabulary (size {len(self)})")
+            if i == EOS_ID and stop_at_eos:
+                break
+            if i in (PAD_ID, BOS_ID, EOS_ID):
+                continue
+            out.append("?" if i == UNK_ID else self.tokens[i])
+        return "".join(out)
+
+
+def collate(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
+            strict: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Turn ``(source, target)`` pairs into two padded ``LongTensor`` batches.
+
+    Returns ``src_ids`` of shape (batch, T_x) and ``tgt_ids`` of shape (batch, T_y + 2): the
+    targets are wrapped in ``<bos>`` ... ``<eos>``; both are right-padded with ``<pad>`` = 0.
+    For teacher forcing, feed ``tgt_ids[:, :-1]`` and predict ``tgt_ids[:, 1:]``.
+    """
+    if len(pairs) == 0:
+        raise ValueError("pairs: expected at least one (source, target) pair")
+    for p in pairs:
+        if not (isinstance(p, (tuple, list)) and len(p) == 2):
+            raise ValueError(f"pairs: expected (source, target) pairs, got {p!r}")
+    src = [src_vocab.encode(s, strict=strict) for s, _ in pairs]
+    tgt = [tgt_vocab.encode(t, bos=True, eos=True, strict=strict) for _, t in pairs]
+    if any(len(s) == 0 for s in src):
+        raise ValueError("pairs: a source string is empty")
+    return _pad(src), _pad(tgt)
+
+
+def _pad(seqs: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+    return out
+
+
+def batches(pairs: Sequence[tuple[str, str]], batch_size: int, src_vocab: Vocab, tgt_vocab: Vocab,
+            shuffle: bool = True, seed: int = 0, drop_last: bool = False
+            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """One pass over ``pairs`` in batches of :func:`collate`d tensors (shuffled with ``seed``)."""
+    check_positive_int("batch_size", batch_size)
+    order = list(range(len(pairs)))
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    for start in range(0, len(order), batch_size):
+        idx = order[start: start + batch_size]
+        if drop_last and len(idx) < batch_size:
+            break
+        yield collate([pairs[i] for i in idx], src_vocab, tgt_vocab)
+
+
+def make_loader(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
+                batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+    """A ``torch.utils.data.DataLoader`` over ``pairs`` that yields ``(src_ids, tgt_ids)``.
+
+    The shuffling order depends only on ``seed`` (the loader has its own generator)."""
+    check_positive_int("batch_size", batch_size)
+    gen = torch.Generator().manual_seed(seed)
+    return torch.utils.data.DataLoader(
+        list(pairs), batch_size=batch_size, shuffle=shuffle, generator=gen, drop_last=drop_last,
+        collate_fn=lambda b: collate(b, src_vocab, tgt_vocab))

@@ -61,7 +61,7 @@ def test_scores_grow_like_sqrt_dk_without_scaling():
 @pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 1e-5)])
 def test_multihead_matches_torch(bias, dtype, tol):
     torch_mha = nn.MultiheadAttention(32, 4, bias=bias, batch_first=True, dtype=dtype).eval()
-    ours = tl.MultiHeadAttention.from_torch(torch_mha).eval()
+    ours = tl.from_torch(torch_mha).eval()
     x, mem = torch.randn(3, 7, 32, dtype=dtype), torch.randn(3, 5, 32, dtype=dtype)
     pad = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] * 4 + [False]])  # True = real
     causal = tl.causal_mask(7)
@@ -78,7 +78,7 @@ def test_multihead_matches_torch(bias, dtype, tol):
 
 def test_recorded_weights_match_torch_per_head():
     torch_mha = nn.MultiheadAttention(16, 2, batch_first=True, dtype=torch.float64).eval()
-    ours = tl.MultiHeadAttention.from_torch(torch_mha).eval()
+    ours = tl.from_torch(torch_mha).eval()
     x = torch.randn(2, 6, 16, dtype=torch.float64)
     _, theirs = torch_mha(x, x, x, need_weights=True, average_attn_weights=False)
     ours.record_weights = True

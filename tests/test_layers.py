@@ -31,7 +31,7 @@ def real(x, keep):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(dtype, norm_first):
     theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first, dtype=dtype).eval()
-    ours = tl.EncoderLayer.from_torch(theirs).eval()
+    ours = tl.from_torch(theirs).eval()
     src, _, keep, _ = batch(dtype)
     assert (ours(src) - theirs(src)).abs().max() < TOL[dtype]
     got = ours(src, keep)
@@ -45,7 +45,7 @@ def test_encoder_layer_matches_torch(dtype, norm_first):
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(dtype, norm_first):
     theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first, dtype=dtype).eval()
-    ours = tl.DecoderLayer.from_torch(theirs).eval()
+    ours = tl.from_torch(theirs).eval()
     src, tgt, src_keep, tgt_keep = batch(dtype)
     causal = tl.causal_mask(tgt.shape[1])
     got = ours(tgt, src, causal & tgt_keep, src_keep)
@@ -60,7 +60,7 @@ def test_decoder_layer_matches_torch(dtype, norm_first):
 def test_stacks_and_full_transformer_match_torch(dtype, norm_first):
     theirs = nn.Transformer(D, H, num_encoder_layers=2, num_decoder_layers=3, dim_feedforward=FF, dropout=0.1,
                             batch_first=True, norm_first=norm_first, dtype=dtype).eval()
-    ours = tl.EncoderDecoder.from_torch(theirs).eval()
+    ours = tl.from_torch(theirs).eval()
     assert len(ours.encoder.layers) == 2 and len(ours.decoder.layers) == 3
     src, tgt, src_keep, tgt_keep = batch(dtype)
     causal = tl.causal_mask(tgt.shape[1])
@@ -69,16 +69,16 @@ def test_stacks_and_full_transformer_match_torch(dtype, norm_first):
                   tgt_key_padding_mask=to_torch_padding(tgt_keep), memory_key_padding_mask=to_torch_padding(src_keep))
     assert (real(got, tgt_keep) - real(want, tgt_keep)).abs().max() < TOL[dtype]
     # the stacks alone
-    enc = tl.Encoder.from_torch(theirs.encoder).eval()
+    enc = tl.from_torch(theirs.encoder).eval()
     assert (enc(src) - theirs.encoder(src)).abs().max() < TOL[dtype]
-    dec = tl.Decoder.from_torch(theirs.decoder).eval()
+    dec = tl.from_torch(theirs.decoder).eval()
     memory = enc(src)
     assert (dec(tgt, memory, causal) - theirs.decoder(tgt, memory, tgt_mask=~causal)).abs().max() < TOL[dtype]
 
 
 def test_copies_are_independent_of_the_original():
     theirs = nn.TransformerEncoderLayer(D, H, FF, batch_first=True)
-    ours = tl.EncoderLayer.from_torch(theirs)
+    ours = tl.from_torch(theirs)
     with torch.no_grad():
         theirs.linear1.weight.zero_()
         theirs.norm1.weight.zero_()
@@ -87,11 +87,11 @@ def test_copies_are_independent_of_the_original():
 
 def test_from_torch_rejects_gelu_and_wrong_types():
     with pytest.raises(ValueError, match="ReLU"):
-        tl.EncoderLayer.from_torch(nn.TransformerEncoderLayer(D, H, FF, activation="gelu", batch_first=True))
+        tl.from_torch(nn.TransformerEncoderLayer(D, H, FF, activation="gelu", batch_first=True))
     with pytest.raises(TypeError, match="TransformerDecoderLayer"):
-        tl.DecoderLayer.from_torch(nn.Linear(2, 2))
+        tl.from_torch(nn.Linear(2, 2))
     with pytest.raises(TypeError, match="MultiheadAttention"):
-        tl.MultiHeadAttention.from_torch(nn.Linear(2, 2))
+        tl.from_torch(nn.Linear(2, 2))
 
 
 def test_feed_forward_is_position_wise():

@@ -5,8 +5,10 @@ One module per concept, in the paper's order:
 - `attention`: scaled dot-product attention (equation 1) and multi-head attention
 - `positional`: sinusoidal and learned positional encodings (section 3.5)
 - `masks`: padding and causal masks (True = may attend)
+- `residual`: the residual sub-layer, the paper's "Add & Norm" (`AddNorm`)
 - `layers`: feed-forward network, encoder and decoder layers and stacks (section 3.1)
 - `model`: the full encoder-decoder with embeddings and output layer
+- `interop`: `from_torch`, PyTorch's `nn.Transformer*` modules copied into the classes above
 - `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
 - `decoding`: greedy and beam search, with the attention weights of the output
 - `metrics`: exact match, character error rate, BLEU
@@ -23,26 +25,28 @@ One module per concept, in the paper's order:
 - `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use)
 """
 from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
+from .residual import AddNorm
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
 from .masks import causal_mask, padding_mask, target_mask
 from .model import EncoderDecoder, Transformer, TransformerConfig, count_parameters
+from .interop import from_torch
 from .positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_encoding
 from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, bughunt, data, decoding, diagrams, efficient, interop, lm, masks, metrics, residual, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "MultiHeadAttention", "scaled_dot_product_attention", "fused_attention", "record_attention",
-    "FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
+    "AddNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
     "causal_mask", "padding_mask", "target_mask",
-    "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
+    "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

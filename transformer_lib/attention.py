@@ -1,6 +1,8 @@
 """Scaled dot-product attention and multi-head attention (Vaswani et al. 2017, section 3.2).
 
-Masks are boolean and True where attention is allowed; see `transformer_lib.masks`.
+Masks are boolean and True where attention is allowed; see `transformer_lib.masks`, whose
+`masked_softmax` is the one rule for blocked keys and for rows with no allowed key. Copying
+`torch.nn.MultiheadAttention` into `MultiHeadAttention` is `transformer_lib.interop.from_torch`.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import check_positive_int, check_probability, check_tensor
+from .masks import has_allowed_key, masked_softmax
 
 
 def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
@@ -31,9 +34,11 @@ def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
         )
 
 
-def check_qkv(query, key, value) -> None:
+def check_qkv(query, key, value, mask=None) -> tuple[int, ...]:
     """Raise a clear error unless query (..., q_len, d_k), key (..., k_len, d_k) and
-    value (..., k_len, d_v) are floating-point tensors whose shapes fit together."""
+    value (..., k_len, d_v) are floating-point tensors whose shapes fit together, and `mask`
+    (if given) is boolean and broadcastable to the scores. Returns the scores' shape
+    (..., q_len, k_len), the leading dimensions broadcast."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_tensor(name, t, floating=True)
         if t.dim() < 2:
@@ -42,6 +47,16 @@ def check_qkv(query, key, value) -> None:
         raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
+    try:
+        lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"the leading (batch, head) dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
+            f"value {tuple(value.shape)} do not broadcast"
+        ) from None
+    scores_shape = (*lead, query.shape[-2], key.shape[-2])
+    check_mask(mask, scores_shape)
+    return scores_shape
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Module | None = None):
@@ -59,33 +74,27 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Modul
         weights (..., q_len, k_len): each row sums to 1 over the allowed keys. A row with no
         allowed key gets all-zero weights and a zero output (never NaN).
     """
-    check_qkv(query, key, value)
-
-    d_k = query.shape[-1]
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., q_len, k_len)
-    if mask is not None:
-        check_mask(mask, scores.shape)
-        # The most negative finite number rather than -inf: a row with every key masked then
-        # gives a finite softmax, which the next line zeroes, instead of 0/0 = NaN.
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(~mask, 0.0)
+    check_qkv(query, key, value, mask)
+    scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
+    weights = masked_softmax(scores, mask)  # blocked keys get 0; a row with none allowed, all 0
     if dropout is not None:
         weights = dropout(weights)
     return weights @ value, weights
 
 
 def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
-    """The same as `scaled_dot_product_attention`, through PyTorch's fused kernel.
+    """The same as `scaled_dot_product_attention(...)[0]`, through PyTorch's fused kernel.
 
     `torch.nn.functional.scaled_dot_product_attention` never materialises the weights; it is
-    faster and uses memory linear in length. A row with no allowed key would give NaN there,
-    so such rows are opened up before the call and zeroed after it, as in the explicit path.
+    faster and uses memory linear in length. It has no rule for a query row with no allowed key
+    (it gives NaN there), so the library's rule (`masks.masked_softmax`: such a row gets zero
+    weights, hence a zero output) is applied around the kernel: those rows are opened to every
+    key for the call (any finite result will do) and their output is then set to 0. The rows
+    are found by `masks.has_allowed_key`, the same test `masked_softmax` uses.
     """
     if mask is None:
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
-    has_key = mask.any(dim=-1, keepdim=True)  # (..., q_len, 1)
+    has_key = has_allowed_key(mask)  # (..., q_len, 1)
     out = F.scaled_dot_product_attention(query, key, value, attn_mask=mask | ~has_key, dropout_p=dropout_p)
     return out.masked_fill(~has_key, 0.0)
 
@@ -170,30 +179,6 @@ class MultiHeadAttention(nn.Module):
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
         check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], key.shape[1]))
-
-    @classmethod
-    def from_torch(cls, mha: nn.MultiheadAttention) -> "MultiHeadAttention":
-        """A copy of a `torch.nn.MultiheadAttention` with the same weights and outputs.
-
-        PyTorch keeps W^Q, W^K, W^V stacked in `in_proj_weight` (3 d_model, d_model) and W^O in
-        `out_proj`; every layer computes x @ W.T + b, as `nn.Linear` does.
-        """
-        if not isinstance(mha, nn.MultiheadAttention):
-            raise TypeError(f"mha must be a torch.nn.MultiheadAttention, got {type(mha).__name__}")
-        if mha.in_proj_weight is None or mha.bias_k is not None:
-            raise ValueError("mha must use equal query/key/value widths (kdim = vdim = embed_dim) and add_bias_kv=False")
-        bias = mha.in_proj_bias is not None
-        ours = cls(mha.embed_dim, mha.num_heads, dropout=mha.dropout, bias=bias)
-        ours.to(device=mha.in_proj_weight.device, dtype=mha.in_proj_weight.dtype)
-        with torch.no_grad():
-            for lin, w in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_weight.chunk(3)):
-                lin.weight.copy_(w)
-            ours.w_o.weight.copy_(mha.out_proj.weight)
-            if bias:
-                for lin, b in zip((ours.w_q, ours.w_k, ours.w_v), mha.in_proj_bias.chunk(3)):
-                    lin.bias.copy_(b)
-                ours.w_o.bias.copy_(mha.out_proj.bias)
-        return ours
 
 
 def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:

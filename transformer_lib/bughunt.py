@@ -31,7 +31,8 @@ from torch import nn
 
 from .attention import scaled_dot_product_attention, use_attention
 from .masks import causal_mask
-from .model import EncoderDecoder, Transformer, TransformerConfig
+from .interop import from_torch
+from .model import Transformer, TransformerConfig
 from .positional import PositionalEncoding, rotation_for_offset, sinusoidal_encoding
 from .training import LabelSmoothingLoss
 
@@ -183,11 +184,11 @@ def plant(model: Transformer, suspect: Suspect) -> Transformer:
 # --- the checks ---------------------------------------------------------------------------
 
 def matches_torch(suspect: Suspect, atol: float = 1e-4) -> bool:
-    """Chapters 5-10: copy a random `torch.nn.Transformer` into `EncoderDecoder`, swap in the
+    """Chapters 5-10: copy a random `torch.nn.Transformer` into `EncoderDecoder` (`interop.from_torch`), swap in the
     suspect's attention, and compare the decoder outputs (padded source, causal target)."""
     torch.manual_seed(1)
     theirs = nn.Transformer(D_MODEL, N_HEADS, 2, 2, D_FF, dropout=0.0, batch_first=True)
-    ours = use_attention(EncoderDecoder.from_torch(theirs), suspect.attention_fn)
+    ours = use_attention(from_torch(theirs), suspect.attention_fn)
     src, tgt = torch.randn(2, 7, D_MODEL), torch.randn(2, 5, D_MODEL)
     keep = torch.ones(2, 7, dtype=torch.bool)
     keep[1, 5:] = False  # two padding tokens in the second source

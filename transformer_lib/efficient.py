@@ -26,7 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ._checks import check_positive_int, check_tensor
-from .attention import check_mask, check_qkv
+from .attention import check_qkv
 
 __all__ = [
     "blockwise_attention", "sliding_window_mask", "sliding_window_attention", "linformer_attention",
@@ -34,18 +34,10 @@ __all__ = [
 ]
 
 
-def _check_qkv(query, key, value) -> tuple[torch.Size, int, int]:
-    """Check query (..., q_len, d_k), key (..., k_len, d_k), value (..., k_len, d_v); return
-    the broadcast leading shape, q_len and k_len."""
-    check_qkv(query, key, value)
-    try:
-        lead = torch.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
-    except RuntimeError:
-        raise ValueError(
-            f"the leading (batch, head) dimensions of query {tuple(query.shape)}, key {tuple(key.shape)} and "
-            f"value {tuple(value.shape)} do not broadcast"
-        ) from None
-    return lead, query.shape[-2], key.shape[-2]
+def _check_qkv(query, key, value, mask=None) -> tuple[torch.Size, int, int]:
+    """`attention.check_qkv` (shapes, dtypes and the mask); returns the broadcast leading shape, q_len and k_len."""
+    *lead, q_len, k_len = check_qkv(query, key, value, mask)
+    return torch.Size(lead), q_len, k_len
 
 
 def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> torch.Tensor:
@@ -68,11 +60,17 @@ def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> 
     Returns:
         (..., q_len, d_v), equal to `transformer_lib.scaled_dot_product_attention(...)[0]` up to
         rounding; a query row with no allowed key gets zeros.
+
+    Masked rows follow the library's rule (`masks.masked_softmax`: blocked keys weigh 0, a row
+    with no allowed key gives 0) with arithmetic of its own, because no block sees a whole row:
+    a blocked score is -inf, so exp gives it weight 0; while a row has seen no allowed key its
+    running maximum is -inf, and it is shifted by 0 instead (exp(-inf - (-inf)) would be NaN);
+    a row that never sees one ends with l = 0 and o = 0, and is divided by 1, giving 0. The
+    tests compare it with `masked_softmax(scores, mask) @ value` on fully masked rows.
     """
-    lead, q_len, k_len = _check_qkv(query, key, value)
+    lead, q_len, k_len = _check_qkv(query, key, value, mask)
     check_positive_int("block_size", block_size)
     if mask is not None:
-        check_mask(mask, (*lead, q_len, k_len))
         mask = mask.broadcast_to(*mask.shape[:-1], k_len)  # a view: a (.., 1) mask would not slice
     scale = 1.0 / math.sqrt(query.shape[-1])
     dtype = torch.promote_types(query.dtype, value.dtype)

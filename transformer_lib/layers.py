@@ -2,10 +2,10 @@
 
 Post-norm, as in the paper, is the default: LayerNorm(x + Sublayer(x)) (section 3.1).
 `norm_first=True` gives pre-norm, x + Sublayer(LayerNorm(x)), common today (Xiong et al. 2020).
+Both live in `residual.AddNorm`, the paper's "Add & Norm" box. Copying PyTorch's modules into
+these classes is `transformer_lib.interop.from_torch`.
 """
 from __future__ import annotations
-
-import copy
 
 import torch
 import torch.nn.functional as F
@@ -13,6 +13,7 @@ from torch import nn
 
 from ._checks import check_last_dim, check_positive_int, check_probability, check_tensor
 from .attention import MultiHeadAttention
+from .residual import AddNorm
 
 
 class FeedForward(nn.Module):
@@ -35,14 +36,6 @@ class FeedForward(nn.Module):
         return self.w_2(self.dropout(F.relu(self.w_1(x))))  # (B, T, d_ff) in between
 
 
-def residual(x: torch.Tensor, sublayer, norm: nn.LayerNorm, dropout: nn.Module, norm_first: bool) -> torch.Tensor:
-    """One residual sub-layer: LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper's) or
-    x + Dropout(Sublayer(LayerNorm(x))) (pre-norm)."""
-    if norm_first:
-        return x + dropout(sublayer(norm(x)))
-    return norm(x + dropout(sublayer(x)))
-
-
 class EncoderLayer(nn.Module):
     """Self-attention then the feed-forward network, each in a residual sub-layer (section 3.1).
 
@@ -56,26 +49,12 @@ class EncoderLayer(nn.Module):
         self.d_model, self.norm_first = d_model, norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout, bias=bias)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.norm1 = AddNorm(d_model, dropout, norm_first, eps, bias)
+        self.norm2 = AddNorm(d_model, dropout, norm_first, eps, bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = residual(x, lambda h: self.self_attn(h, h, h, mask), self.norm1, self.dropout, self.norm_first)
-        return residual(x, self.ff, self.norm2, self.dropout, self.norm_first)
-
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerEncoderLayer) -> "EncoderLayer":
-        """A copy of a `torch.nn.TransformerEncoderLayer` (ReLU activation) with its weights."""
-        if not isinstance(layer, nn.TransformerEncoderLayer):
-            raise TypeError(f"layer must be a torch.nn.TransformerEncoderLayer, got {type(layer).__name__}")
-        _check_relu(layer)
-        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-                   dropout=layer.dropout.p, norm_first=layer.norm_first, eps=layer.norm1.eps,
-                   bias=layer.linear1.bias is not None)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        _copy_ff_and_norms(ours, layer, n_norms=2)
-        return ours
+        x = self.norm1(x, lambda x: self.self_attn(x, x, x, mask))  # (B, S, d_model)
+        return self.norm2(x, self.ff)
 
 
 class DecoderLayer(nn.Module):
@@ -95,29 +74,14 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
         self.ff = FeedForward(d_model, d_ff, dropout, bias=bias)
-        self.norm1 = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.norm2 = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.norm3 = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.norm1 = AddNorm(d_model, dropout, norm_first, eps, bias)
+        self.norm2 = AddNorm(d_model, dropout, norm_first, eps, bias)
+        self.norm3 = AddNorm(d_model, dropout, norm_first, eps, bias)
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None) -> torch.Tensor:
-        x = residual(x, lambda h: self.self_attn(h, h, h, tgt_mask), self.norm1, self.dropout, self.norm_first)
-        x = residual(x, lambda h: self.cross_attn(h, memory, memory, memory_mask), self.norm2, self.dropout, self.norm_first)
-        return residual(x, self.ff, self.norm3, self.dropout, self.norm_first)
-
-    @classmethod
-    def from_torch(cls, layer: nn.TransformerDecoderLayer) -> "DecoderLayer":
-        """A copy of a `torch.nn.TransformerDecoderLayer` (ReLU activation) with its weights."""
-        if not isinstance(layer, nn.TransformerDecoderLayer):
-            raise TypeError(f"layer must be a torch.nn.TransformerDecoderLayer, got {type(layer).__name__}")
-        _check_relu(layer)
-        ours = cls(layer.self_attn.embed_dim, layer.self_attn.num_heads, layer.linear1.out_features,
-                   dropout=layer.dropout.p, norm_first=layer.norm_first, eps=layer.norm1.eps,
-                   bias=layer.linear1.bias is not None)
-        ours.self_attn = MultiHeadAttention.from_torch(layer.self_attn)
-        ours.cross_attn = MultiHeadAttention.from_torch(layer.multihead_attn)
-        _copy_ff_and_norms(ours, layer, n_norms=3)
-        return ours
+        x = self.norm1(x, lambda x: self.self_attn(x, x, x, tgt_mask))  # look at earlier targets
+        x = self.norm2(x, lambda x: self.cross_attn(x, memory, memory, memory_mask))  # look at the source
+        return self.norm3(x, self.ff)  # transform each position
 
 
 class Encoder(nn.Module):
@@ -140,19 +104,10 @@ class Encoder(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias) if final_norm else None
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        check_last_dim("x", x, self.d_model)
+        _check_stream(x, self.d_model)
         for layer in self.layers:
             x = layer(x, mask)
         return x if self.norm is None else self.norm(x)
-
-    @classmethod
-    def from_torch(cls, encoder: nn.TransformerEncoder) -> "Encoder":
-        """A copy of a `torch.nn.TransformerEncoder` (its layers and its optional final norm)."""
-        if not isinstance(encoder, nn.TransformerEncoder):
-            raise TypeError(f"encoder must be a torch.nn.TransformerEncoder, got {type(encoder).__name__}")
-        layers = [EncoderLayer.from_torch(layer) for layer in encoder.layers]
-        return _stack_from(cls.__new__(cls), layers, encoder.norm)
 
 
 class Decoder(nn.Module):
@@ -173,47 +128,19 @@ class Decoder(nn.Module):
         self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias) if final_norm else None
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        check_last_dim("x", x, self.d_model)
-        check_tensor("memory", memory, ndim=3, floating=True)
-        check_last_dim("memory", memory, self.d_model)
-        if memory.shape[0] != x.shape[0]:
-            raise ValueError(f"memory must have the batch size of x ({x.shape[0]}), got shape {tuple(memory.shape)}")
+        _check_stream(x, self.d_model, memory)
         for layer in self.layers:
             x = layer(x, memory, tgt_mask, memory_mask)
         return x if self.norm is None else self.norm(x)
 
-    @classmethod
-    def from_torch(cls, decoder: nn.TransformerDecoder) -> "Decoder":
-        """A copy of a `torch.nn.TransformerDecoder` (its layers and its optional final norm)."""
-        if not isinstance(decoder, nn.TransformerDecoder):
-            raise TypeError(f"decoder must be a torch.nn.TransformerDecoder, got {type(decoder).__name__}")
-        layers = [DecoderLayer.from_torch(layer) for layer in decoder.layers]
-        return _stack_from(cls.__new__(cls), layers, decoder.norm)
 
-
-# --- helpers for from_torch ---------------------------------------------------------------
-
-def _check_relu(layer: nn.Module) -> None:
-    act = layer.activation
-    if not (act is F.relu or isinstance(act, nn.ReLU)):
-        raise ValueError(f"only the paper's ReLU activation is supported, got {act!r}")
-
-
-def _copy_ff_and_norms(ours: nn.Module, theirs: nn.Module, n_norms: int) -> None:
-    """Copy linear1/linear2 into the FFN and norm1..normN, keeping dtype and device."""
-    ref = theirs.linear1.weight
-    ours.ff.to(device=ref.device, dtype=ref.dtype)
-    ours.ff.w_1.load_state_dict(theirs.linear1.state_dict())
-    ours.ff.w_2.load_state_dict(theirs.linear2.state_dict())
-    for i in range(1, n_norms + 1):
-        setattr(ours, f"norm{i}", copy.deepcopy(getattr(theirs, f"norm{i}")))
-
-
-def _stack_from(ours: nn.Module, layers: list[nn.Module], norm: nn.Module | None) -> nn.Module:
-    """Fill an uninitialised Encoder/Decoder with ready-made layers and final norm."""
-    nn.Module.__init__(ours)
-    ours.d_model = layers[0].d_model
-    ours.layers = nn.ModuleList(layers)
-    ours.norm = copy.deepcopy(norm)
-    return ours
+def _check_stream(x, d_model: int, memory=None) -> None:
+    """Raise unless x (and memory, if given) are floating (batch, length, d_model) tensors with one batch size."""
+    check_tensor("x", x, ndim=3, floating=True)
+    check_last_dim("x", x, d_model)
+    if memory is None:
+        return
+    check_tensor("memory", memory, ndim=3, floating=True)
+    check_last_dim("memory", memory, d_model)
+    if memory.shape[0] != x.shape[0]:
+        raise ValueError(f"memory must have the batch size of x ({x.shape[0]}), got shape {tuple(memory.shape)}")

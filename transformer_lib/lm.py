@@ -24,7 +24,7 @@ from torch import nn
 
 from ._checks import check_positive_int, check_probability, check_tensor, check_token_ids
 from .attention import fused_attention, scaled_dot_product_attention
-from .layers import EncoderLayer, residual
+from .layers import EncoderLayer
 from .masks import causal_mask
 from .positional import PositionalEncoding
 
@@ -155,9 +155,8 @@ class CausalLM(nn.Module):
         # New position start + i may attend to every position j <= start + i (all cached ones).
         mask = None if n == 1 else torch.arange(start + n, device=ids.device) <= start + torch.arange(n, device=ids.device)[:, None]
         for index, layer in enumerate(self.layers):
-            h = residual(h, lambda z: self._cached_attention(layer, z, cache, index, mask),
-                         layer.norm1, layer.dropout, layer.norm_first)
-            h = residual(h, layer.ff, layer.norm2, layer.dropout, layer.norm_first)
+            h = layer.norm1(h, lambda z: self._cached_attention(layer, z, cache, index, mask))
+            h = layer.norm2(h, layer.ff)
         return self.out(self.norm(h))
 
     @staticmethod

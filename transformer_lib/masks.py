@@ -36,22 +36,42 @@ def target_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 
 def to_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Convert our mask (True = allowed) to PyTorch module masks (True = blocked)."""
-    return None if mask is None else ~mask
+    """Our mask (True = allowed) -> the mask of PyTorch's modules (True = blocked): `~mask`.
+
+    For `attn_mask` of `nn.MultiheadAttention` and the `nn.Transformer*` modules (chapter 8).
+    `torch.nn.functional.scaled_dot_product_attention` uses our convention: pass it `mask` as is.
+    """
+    if mask is None:
+        return None
+    _check_bool("mask", mask)
+    return ~mask
+
+
+def has_allowed_key(mask: torch.Tensor) -> torch.Tensor:
+    """(..., q_len, k_len) boolean mask -> (..., q_len, 1): True where the query row may attend
+    to at least one key. Its complement marks the fully masked rows, which get zero weights."""
+    return mask.any(dim=-1, keepdim=True)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Softmax over the last dimension of `scores` where `mask` is True (allowed).
 
-    Blocked positions get exactly 0, and a row with no allowed position gets all zeros rather
-    than the NaN that softmax over a row of -inf gives (chapter 8). `mask` (boolean) must
-    broadcast to `scores`.
+    The library's one rule for masked attention weights: blocked positions get exactly 0, and a
+    row with no allowed position gets all zeros rather than the NaN that softmax over a row of
+    -inf gives (chapter 8). `scores` (..., k_len); `mask` (boolean) must broadcast to `scores`.
+    Used by the RNN attention and by `attention.scaled_dot_product_attention`; the fused and
+    blockwise paths apply the same rule with their own arithmetic and are tested against it.
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    if mask.dtype != torch.bool:
-        raise TypeError(f"mask: expected a boolean tensor (True = allowed), got {mask.dtype}")
+    _check_bool("mask", mask)
     mask = mask.expand_as(scores)
-    any_allowed = mask.any(dim=-1, keepdim=True)
+    any_allowed = has_allowed_key(mask)
     scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~any_allowed, 0.0)
     return torch.softmax(scores, dim=-1) * any_allowed
+
+
+def _check_bool(name: str, mask) -> None:
+    check_tensor(name, mask)
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{name}: expected a boolean tensor (True = allowed), got {mask.dtype}")

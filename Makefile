@@ -22,12 +22,13 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
-.PHONY: help env book vendor test test-unit test-notebooks test-kernels notebooks serve lab browser-test bench clean
+.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
-	@echo "make test          unit tests, then every chapter re-run and compared with its outputs"
-	@echo "make test-unit     the unit tests alone (about 2 minutes)"
+	@echo "make test          lint, unit tests, then every chapter re-run and compared with its outputs"
+	@echo "make lint          the repository's configuration: pinned versions, setup cell, README, CI"
+	@echo "make test-unit     the unit tests of transformer_lib alone (no lint, no notebooks)"
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
@@ -67,10 +68,15 @@ book: $(ENV_STAMP) $(VENDOR_STAMP)
 		echo "error: the pages above load a script or stylesheet from another host" >&2; exit 1; fi
 	@echo "Built _build/html/index.html"
 
-test: test-unit test-notebooks
+test: lint test-unit test-notebooks
+
+# Checks of the repository rather than of the package: exact version pins, the chapters' setup
+# cell, README and CI wording (tests/lint/).
+lint: $(ENV_STAMP)
+	$(PY) -m pytest tests/lint
 
 test-unit: $(ENV_STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests --ignore=tests/lint
 
 # Every chapter re-run in a fresh kernel and compared output by output with what is committed
 # (facts strictly; figures and tagged measurement cells as CONTRIBUTING.md describes).

@@ -6,6 +6,7 @@ from torch import nn
 
 import transformer_lib as tl
 from transformer_lib.attention import fused_attention
+from transformer_lib.masks import masked_softmax
 
 
 def test_sdpa_matches_the_formula_by_hand():
@@ -49,7 +50,7 @@ def test_fully_masked_row_gives_zero_weights_and_finite_output_and_gradients():
     assert torch.isfinite(q.grad).all()
 
 
-def test_scores_grow_like_sqrt_dk_without_scaling():
+def test_unscaled_dot_products_have_variance_d_k():
     # the claim of footnote 4: q.k has variance d_k when components are N(0, 1)
     for d_k in (4, 64, 256):
         q, k = torch.randn(20000, d_k, dtype=torch.float64), torch.randn(20000, d_k, dtype=torch.float64)
@@ -101,7 +102,7 @@ def test_fused_and_explicit_paths_agree_in_eval_and_backward():
     assert (g_fused - g_explicit).abs().max() < 1e-10
 
 
-def test_heads_run_in_one_batched_product_not_a_loop():
+def test_each_head_sees_only_its_own_slice_of_the_projections():
     # Each head must see only its own d_k slice: zeroing head 0's query projection must
     # leave heads 1.. unchanged and make head 0's weights uniform.
     mha = tl.MultiHeadAttention(8, 2).double().eval()
@@ -143,3 +144,81 @@ def test_record_attention_collects_every_module():
     assert weights["encoder.layers.0.self_attn"].shape == (2, 2, 5, 5)
     assert weights["decoder.layers.1.cross_attn"].shape == (2, 2, 4, 5)
     assert all(not m.record_weights for m in tl.attention.attention_modules(model).values())
+
+
+def _masked_batch():
+    """q, k, v (2, 3, 5, 4) / (2, 3, 6, 4) in float64 and a mask with fully masked rows."""
+    q = torch.randn(2, 3, 5, 4, dtype=torch.float64)
+    k, v = torch.randn(2, 3, 6, 4, dtype=torch.float64), torch.randn(2, 3, 6, 4, dtype=torch.float64)
+    mask = torch.rand(2, 1, 5, 6) > 0.4
+    mask[0, :, 2] = False  # query 2 of sentence 0 may attend to nothing
+    mask[1, :, 4] = False
+    mask[1, :, 0] = True
+    return q, k, v, mask
+
+
+def test_both_paths_follow_masked_softmax_on_fully_masked_rows():
+    q, k, v, mask = _masked_batch()
+    reference = masked_softmax(q @ k.transpose(-2, -1) / 2.0, mask)  # d_k = 4
+    out, weights = tl.scaled_dot_product_attention(q, k, v, mask)
+    assert torch.equal(weights, reference)  # the explicit path IS the rule
+    torch.testing.assert_close(out, reference @ v)
+    torch.testing.assert_close(fused_attention(q, k, v, mask), reference @ v)
+    assert (out[0, :, 2] == 0).all() and (fused_attention(q, k, v, mask)[1, :, 4] == 0).all()
+
+
+def _dropout_mha(p, fused):
+    mha = tl.MultiHeadAttention(32, 4, dropout=p).double()
+    mha.fused = fused
+    return mha
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "explicit"])
+def test_dropout_changes_the_output_in_training_only(fused):
+    mha = _dropout_mha(0.3, fused)
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    mask = tl.causal_mask(7)
+    mha.eval()
+    eval_out = mha(x, x, x, mask)
+    assert torch.equal(mha(x, x, x, mask), eval_out)  # eval: deterministic
+    mha.train()
+    first, second = mha(x, x, x, mask), mha(x, x, x, mask)
+    assert (first - eval_out).abs().max() > 1e-3  # training: dropout is on ...
+    assert (first - second).abs().max() > 1e-3  # ... and random
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "explicit"])
+def test_dropout_zero_in_training_equals_eval(fused):
+    mha = _dropout_mha(0.0, fused)
+    x = torch.randn(2, 7, 32, dtype=torch.float64)
+    mask = tl.causal_mask(7)
+    eval_out = mha.eval()(x, x, x, mask)
+    assert (mha.train()(x, x, x, mask) - eval_out).abs().max() < 1e-12
+
+
+def test_explicit_path_drops_the_expected_fraction_of_weights():
+    p = 0.3
+    mha = _dropout_mha(p, fused=False).train()
+    mha.record_weights = True
+    x = torch.randn(8, 40, 32, dtype=torch.float64)
+    mha.eval()(x, x, x)  # no mask: every weight is positive before dropout
+    clean = mha.last_weights
+    mha.train()(x, x, x)
+    w = mha.last_weights  # (8, 4, 40, 40), after dropout
+    zero = (w == 0).double().mean().item()
+    assert abs(zero - p) < 0.01  # 51,200 weights: the standard error is 0.002
+    kept = w != 0
+    torch.testing.assert_close(w[kept], clean[kept] / (1 - p))  # survivors scaled by 1 / (1 - p)
+
+
+def test_dropout_in_the_fused_path_is_unbiased():
+    # The fused kernel hides its weights: check instead that dropout leaves the mean output
+    # unchanged (inverted dropout) while the single outputs vary.
+    mha = _dropout_mha(0.5, fused=True)
+    x = torch.randn(1, 6, 32, dtype=torch.float64)
+    eval_out = mha.eval()(x, x, x)
+    mha.train()
+    outs = torch.stack([mha(x, x, x) for _ in range(400)])
+    assert outs.std(0).mean() > 0.01
+    standard_error = outs.std(0) / 400 ** 0.5
+    assert ((outs.mean(0) - eval_out).abs() < 5 * standard_error).all()

@@ -4,7 +4,7 @@ import torch
 
 from transformer_lib import efficient as ef
 from transformer_lib.attention import scaled_dot_product_attention
-from transformer_lib.masks import causal_mask, padding_mask
+from transformer_lib.masks import causal_mask, masked_softmax, padding_mask
 
 
 def qkv(*lead, q_len=20, k_len=20, d_k=8, d_v=6, seed=0):
@@ -35,10 +35,12 @@ def test_blockwise_fully_masked_row_gives_zeros_not_nan():
     q, k, v = qkv(1, 2, q_len=5, k_len=9)
     mask = torch.ones(1, 1, 5, 9, dtype=torch.bool)
     mask[..., 2, :] = False
+    mask[..., 3, :5] = False  # row 3: its first block has no allowed key, its second has
     out = ef.blockwise_attention(q, k, v, mask, block_size=4)
     assert torch.isfinite(out).all()
     assert out[..., 2, :].abs().max() == 0
-    torch.testing.assert_close(out, scaled_dot_product_attention(q, k, v, mask)[0])
+    # the library's one rule for masked rows, written out: masked_softmax(scores) @ V
+    torch.testing.assert_close(out, masked_softmax(q @ k.transpose(-2, -1) / 8 ** 0.5, mask) @ v)
 
 
 def test_blockwise_extreme_scores_do_not_overflow():

@@ -1,4 +1,5 @@
-"""Encoder/decoder layers and stacks equal PyTorch's after `from_torch`, with and without masks."""
+"""Encoder/decoder layers and stacks: equal to PyTorch's after `tl.from_torch` (with and without
+masks, float64 and float32), the residual sub-layer `AddNorm`, and the state_dict keys."""
 import pytest
 import torch
 from torch import nn
@@ -76,24 +77,6 @@ def test_stacks_and_full_transformer_match_torch(dtype, norm_first):
     assert (dec(tgt, memory, causal) - theirs.decoder(tgt, memory, tgt_mask=~causal)).abs().max() < TOL[dtype]
 
 
-def test_copies_are_independent_of_the_original():
-    theirs = nn.TransformerEncoderLayer(D, H, FF, batch_first=True)
-    ours = tl.from_torch(theirs)
-    with torch.no_grad():
-        theirs.linear1.weight.zero_()
-        theirs.norm1.weight.zero_()
-    assert ours.ff.w_1.weight.abs().sum() > 0 and ours.norm1.weight.abs().sum() > 0
-
-
-def test_from_torch_rejects_gelu_and_wrong_types():
-    with pytest.raises(ValueError, match="ReLU"):
-        tl.from_torch(nn.TransformerEncoderLayer(D, H, FF, activation="gelu", batch_first=True))
-    with pytest.raises(TypeError, match="TransformerDecoderLayer"):
-        tl.from_torch(nn.Linear(2, 2))
-    with pytest.raises(TypeError, match="MultiheadAttention"):
-        tl.from_torch(nn.Linear(2, 2))
-
-
 def test_feed_forward_is_position_wise():
     ff = tl.FeedForward(8, 16).double()
     x = torch.randn(2, 5, 8, dtype=torch.float64)
@@ -116,3 +99,44 @@ def test_final_norm_defaults_follow_norm_first():
     assert tl.Encoder(D, H, FF, 2).norm is None
     assert tl.Encoder(D, H, FF, 2, norm_first=True).norm is not None
     assert tl.Decoder(D, H, FF, 2, final_norm=True).norm is not None
+
+
+def test_add_norm_is_the_papers_residual_sub_layer():
+    torch.manual_seed(0)
+    norm = tl.AddNorm(D, dropout=0.0).double()
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+        norm.bias.normal_()
+    x = torch.randn(2, 5, D, dtype=torch.float64)
+    sub = nn.Linear(D, D).double()
+    ln = lambda t: nn.functional.layer_norm(t, (D,), norm.weight, norm.bias, norm.eps)
+    torch.testing.assert_close(norm(x), ln(x))  # alone: the LayerNorm
+    torch.testing.assert_close(norm(x, sub), ln(x + sub(x)))  # post-norm: LayerNorm(x + Sublayer(x))
+    norm.norm_first = True
+    torch.testing.assert_close(norm(x, sub), x + sub(ln(x)))  # pre-norm: x + Sublayer(LayerNorm(x))
+
+
+def test_add_norm_drops_the_sub_layer_output_before_the_sum():
+    norm = tl.AddNorm(D, dropout=0.5, norm_first=True).train()
+    x = torch.zeros(4, 50, D)
+    delta = norm(x, lambda h: torch.ones_like(h)) - x  # the dropped sub-layer output, 0 or 1 / (1 - p) = 2
+    assert set(delta.unique().tolist()) == {0.0, 2.0}
+    assert abs((delta == 0).float().mean().item() - 0.5) < 0.05
+    assert torch.equal(norm.eval()(x, lambda h: torch.ones_like(h)), torch.ones_like(x))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_state_dict_keys_are_the_checkpoints(norm_first):
+    # Checkpoints and the chapters load state_dicts by these names: they must not change.
+    mha = ["w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias", "w_o.weight", "w_o.bias"]
+    ff = ["ff.w_1.weight", "ff.w_1.bias", "ff.w_2.weight", "ff.w_2.bias"]
+    norms = lambda n: [f"norm{i}.{w}" for i in range(1, n + 1) for w in ("weight", "bias")]
+    enc = [f"self_attn.{k}" for k in mha] + ff + norms(2)
+    dec = [f"self_attn.{k}" for k in mha] + [f"cross_attn.{k}" for k in mha] + ff + norms(3)
+    final = ["norm.weight", "norm.bias"] if norm_first else []
+    assert list(tl.EncoderLayer(D, H, FF, norm_first=norm_first).state_dict()) == enc
+    assert list(tl.DecoderLayer(D, H, FF, norm_first=norm_first).state_dict()) == dec
+    assert list(tl.Encoder(D, H, FF, 2, norm_first=norm_first).state_dict()) == \
+        [f"layers.{i}.{k}" for i in range(2) for k in enc] + final
+    assert list(tl.Decoder(D, H, FF, 2, norm_first=norm_first).state_dict()) == \
+        [f"layers.{i}.{k}" for i in range(2) for k in dec] + final

@@ -98,3 +98,57 @@ def test_torch_transformer_parameter_count_matches_the_stacks():
         theirs = torch.nn.Transformer(batch_first=True)
         ours = tl.EncoderDecoder(tl.Encoder(512, 8, 2048, 6, final_norm=True), tl.Decoder(512, 8, 2048, 6, final_norm=True))
     assert tl.count_parameters(ours) == sum(p.numel() for p in theirs.parameters()) == 44_140_544
+
+
+def test_shipped_checkpoint_loads_strictly():
+    # The checkpoint and the chapters depend on the state_dict keys: none missing, none extra.
+    saved = torch.load(tl.CHECKPOINTS / "transformer_dates.pt", weights_only=True)
+    model = tl.Transformer(tl.TransformerConfig(**saved["config"]))
+    model.load_state_dict(saved["state_dict"], strict=True)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in saved["state_dict"].items())
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "explicit"])
+def test_forward_on_the_meta_device_creates_nothing_elsewhere(norm_first, fused):
+    # Meta tensors hold shapes only: a tensor made on the CPU by mistake (a mask, a position
+    # table, a constant) meets them in one operation and fails, on any machine.
+    with torch.device("meta"):
+        model = tl.Transformer(tl.TransformerConfig(13, 11, d_model=16, n_heads=2, d_ff=32, n_layers=2,
+                                                    dropout=0.1, norm_first=norm_first)).train()
+        for m in tl.attention.attention_modules(model).values():
+            m.fused = fused
+        src, tgt = torch.zeros(3, 7, dtype=torch.long), torch.zeros(3, 5, dtype=torch.long)
+        x, memory = torch.randn(3, 5, 16), torch.randn(3, 7, 16)
+    logits = model(src, tgt)
+    assert logits.is_meta and logits.shape == (3, 5, 11)
+    src_mask, tgt_mask = tl.padding_mask(src, 0), tl.target_mask(tgt, 0)
+    outputs = [
+        model.encoder.layers[0](memory, src_mask),
+        model.decoder.layers[0](x, memory, tgt_mask, src_mask),
+        model.encoder(memory, src_mask),
+        model.decoder(x, memory, tgt_mask, src_mask),
+        model.decoder.layers[0].cross_attn(x, memory, memory, src_mask),
+        model.decoder.layers[0].norm1(x, model.decoder.layers[0].ff),
+    ]
+    for out, shape in zip(outputs, [(3, 7, 16), (3, 5, 16), (3, 7, 16), (3, 5, 16), (3, 5, 16), (3, 5, 16)]):
+        assert out.is_meta and out.shape == shape
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_model_and_greedy_decoding_on_cuda():
+    torch.manual_seed(0)
+    cpu_model = small_model()  # float64: CPU and GPU pick the same argmax
+    src = torch.randint(3, 13, (4, 7))
+    src[1, 5:] = 0
+    tgt = torch.randint(3, 11, (4, 5))
+    gpu_model = small_model()
+    gpu_model.load_state_dict(cpu_model.state_dict())
+    gpu_model = gpu_model.to("cuda")
+    logits = gpu_model(src.cuda(), tgt.cuda())
+    assert logits.device.type == "cuda"
+    torch.testing.assert_close(logits.cpu(), cpu_model(src, tgt))
+    gpu = tl.greedy_decode(gpu_model, src.cuda(), max_len=6)
+    cpu = tl.greedy_decode(cpu_model, src, max_len=6)
+    assert gpu.tokens.device.type == "cuda"
+    assert torch.equal(gpu.tokens.cpu(), cpu.tokens)

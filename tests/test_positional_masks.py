@@ -60,3 +60,22 @@ def test_masks():
     tgt = tl.target_mask(ids, pad_id=0)
     assert tgt.shape == (2, 1, 3, 3)
     assert tgt[1, 0].tolist() == [[True, False, False], [True, False, False], [True, False, False]]
+
+
+def test_to_torch_mask_inverts_the_convention_for_pytorch_modules():
+    from torch import nn
+
+    from transformer_lib.masks import to_torch_mask
+
+    mask = tl.causal_mask(5)
+    assert torch.equal(to_torch_mask(mask), ~mask) and to_torch_mask(None) is None
+    # the converted mask gives PyTorch's module the same answer as ours gets from our mask
+    mha = nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64).eval()
+    ours = tl.from_torch(mha).eval()
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    theirs, _ = mha(x, x, x, attn_mask=to_torch_mask(mask), need_weights=False)
+    assert (ours(x, x, x, mask) - theirs).abs().max() < 1e-12
+    unconverted, _ = mha(x, x, x, attn_mask=mask, need_weights=False)  # the classic mistake
+    assert not torch.allclose(unconverted.nan_to_num(), theirs)
+    with pytest.raises(TypeError, match="mask: expected a boolean tensor"):
+        to_torch_mask(mask.float())

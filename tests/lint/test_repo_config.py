@@ -1,4 +1,7 @@
-"""The repository's configuration agrees with itself.
+"""Lint: the repository's configuration agrees with itself (run by `make lint`, not `make test-unit`).
+
+These checks pin exact versions and wording (requirements, the setup cell, README, CI), not the
+behaviour of transformer_lib, so they live apart from the unit tests.
 
 - Every chapter notebook installs transformer_lib (on Colab/Binder) from the repository named
   in _config.yml, in a first code cell tagged `hide-cell`, and is listed in _toc.yml.
@@ -16,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
 INSTALL_URL = re.compile(r"git\+(https?://[^\s\"'@#]+)")
 
@@ -243,7 +246,15 @@ def test_make_test_needs_no_built_site():
         prerequisites, recipe = rules[name]
         assert "book" not in prerequisites and "_build" not in recipe and "browser" not in recipe, name
         todo += prerequisites
-    assert {"test-unit", "test-notebooks"} <= seen
+    assert {"lint", "test-unit", "test-notebooks"} <= seen
+
+
+def test_make_test_unit_leaves_out_lint_and_notebooks():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^test-unit:[^\n]*\n((?:\t.*\n)*)", makefile, re.M).group(1)
+    assert "--ignore=tests/lint" in recipe and "--nbval" not in recipe and "chapters" not in recipe
+    lint = re.search(r"^lint:[^\n]*\n((?:\t.*\n)*)", makefile, re.M).group(1)
+    assert "tests/lint" in lint
 
 
 def test_readme_commands():

@@ -76,7 +76,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Modul
     """
     check_qkv(query, key, value, mask)
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
-    weights = masked_softmax(scores, mask)  # blocked keys get 0; a row with none allowed, all 0
+    weights = masked_softmax(scores, mask)  # blocked keys get 0; a row with none allowed, all 0 (chapter 8)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ value, weights

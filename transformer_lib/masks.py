@@ -49,26 +49,29 @@ def to_torch_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
 
 def has_allowed_key(mask: torch.Tensor) -> torch.Tensor:
     """(..., q_len, k_len) boolean mask -> (..., q_len, 1): True where the query row may attend
-    to at least one key. Its complement marks the fully masked rows, which get zero weights."""
+    to at least one key. Its complement marks the fully masked rows, to which `masked_softmax`
+    gives zero weights; the fused path finds them with this function."""
     return mask.any(dim=-1, keepdim=True)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Softmax over the last dimension of `scores` where `mask` is True (allowed).
 
-    The library's one rule for masked attention weights: blocked positions get exactly 0, and a
-    row with no allowed position gets all zeros rather than the NaN that softmax over a row of
-    -inf gives (chapter 8). `scores` (..., k_len); `mask` (boolean) must broadcast to `scores`.
-    Used by the RNN attention and by `attention.scaled_dot_product_attention`; the fused and
-    blockwise paths apply the same rule with their own arithmetic and are tested against it.
+    The library's one rule for masked attention weights (chapter 8): blocked positions get
+    exactly 0, and a row with no allowed position gets all zeros rather than the NaN that
+    softmax over a row of -inf gives. Two steps: blocked scores get the most negative finite
+    number of the dtype (a row with allowed keys is unaffected: exp underflows to exactly 0 for
+    them; an empty row no longer gives 0/0), then the weights of blocked positions are set to 0
+    (an empty row would otherwise be uniform). `scores` (..., k_len); `mask` (boolean) must
+    broadcast to `scores`. Used by the RNN attention and by
+    `attention.scaled_dot_product_attention`; the fused and blockwise paths apply the same rule
+    with their own arithmetic and are tested against this function.
     """
     if mask is None:
         return torch.softmax(scores, dim=-1)
     _check_bool("mask", mask)
-    mask = mask.expand_as(scores)
-    any_allowed = has_allowed_key(mask)
-    scores = scores.masked_fill(~mask, float("-inf")).masked_fill(~any_allowed, 0.0)
-    return torch.softmax(scores, dim=-1) * any_allowed
+    weights = scores.masked_fill(~mask, torch.finfo(scores.dtype).min).softmax(dim=-1)
+    return weights.masked_fill(~mask, 0.0)
 
 
 def _check_bool(name: str, mask) -> None:

@@ -10,7 +10,9 @@ One module per concept, in the paper's order:
 - `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
 - `decoding`: greedy and beam search, with the attention weights of the output
 - `metrics`: exact match, character error rate, BLEU
-- `data`: the date-normalisation task and small synthetic tasks
+- `vocab`: character vocabularies and padded batches
+- `dates`: dates written as people write them (CLDR patterns via Babel)
+- `data`: the date-normalisation task split by calendar date, and small synthetic tasks
 - `rnn`: the recurrent encoder-decoders of Part I
 - `viz`: plotting defaults and attention heat maps
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
@@ -31,7 +33,7 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, bughunt, data, dates, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -42,7 +44,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "dates", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

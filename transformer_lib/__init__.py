@@ -22,7 +22,10 @@ One module per concept, in the paper's order:
   attention masks (chapter 13)
 - `lm`: a decoder-only language model, its key/value cache and sampling (chapter 14)
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
-- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use)
+- `attention_maps`: a model run's attention weights by kind (encoder, decoder, cross), the one
+  rule that names a module's kind
+- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use);
+  `explorer_state` writes and reads its saved state
 """
 from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
 from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
@@ -33,7 +36,7 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, dates, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, attention_maps, bughunt, data, dates, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -44,7 +47,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "dates", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "dates", "vocab", "attention_maps", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

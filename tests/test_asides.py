@@ -32,7 +32,7 @@ def test_convex_hull_contains_every_point():
 def test_convex_hull_rejects_bad_shapes():
     with pytest.raises(ValueError, match="points"):
         asides.convex_hull(torch.zeros(4, 3))
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="points"):
         asides.convex_hull([[0, 0], [1, 1]])
 
 
@@ -55,7 +55,7 @@ def test_reverse_tagger_shapes_and_pre_norm_final_norm():
     assert model.encoder.norm is not None
 
 
-def test_train_reverse_learns_with_two_layers():
+def test_train_reverse_learns_with_one_layer():
     losses = asides.train_reverse(n_layers=1, norm_first=True, warmup=0, steps=60)
     assert len(losses) == 60
     assert losses[0] > 1.8                       # starts near chance, ln 8 = 2.08
@@ -69,8 +69,11 @@ def test_draw_offset_turns_and_draw_mask():
     asides.draw_offset_turns(a, omega=0.05, starts=[2, 10], offset=3)
     assert {t.get_text() for t in a.texts} - {""} == {"2→5", "10→13"}
     assert len(a.patches) == 2                   # one wedge per start
-    asides.draw_mask(b, torch.tril(torch.ones(3, 3, dtype=torch.bool)), list("abc"), list("abc"), "causal")
+    causal = torch.tril(torch.ones(3, 3, dtype=torch.bool))
+    asides.draw_mask(b, causal, list("abc"), list("abc"), "causal")
     assert b.get_title() == "causal"
+    assert b.images[0].get_array().tolist() == causal.float().tolist()  # 1 = may attend (blue)
+    assert [t.get_text() for t in b.get_xticklabels()] == list("abc")
     with pytest.raises(ValueError, match="mask"):
         asides.draw_mask(b, torch.ones(2, 3, dtype=torch.bool), list("abc"), list("abc"), "x")
     plt.close(fig)

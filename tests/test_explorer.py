@@ -13,7 +13,8 @@ from ipywidgets.widgets.widget import _instances as widget_instances
 
 import transformer_lib as tl
 from transformer_lib import explorer as ex
-from transformer_lib.explorer import AttentionExplorer, parse_rows
+from transformer_lib.explorer import AttentionExplorer
+from transformer_lib.explorer_state import MAX_HEADS, MAX_LAYERS, MAX_TOKENS, parse_rows
 
 SRC_TOKENS = ["the", "cat", "sat", "down", "<eos>"]
 TGT_TOKENS = ["<bos>", "le", "chat"]
@@ -119,8 +120,10 @@ def test_from_recorded_lone_attention_module():
     with tl.record_attention(mha) as weights:
         mha(x, x, x)
     explorer = AttentionExplorer.from_recorded(weights, tokens=list("abcd"))
-    assert [k["id"] for k in explorer.data["kinds"]] == ["self"]
-    np.testing.assert_array_equal(explorer.matrix("self", 0, 1), np.round(weights[""][0, 1].double().numpy(), 3))
+    # a module outside any encoder is the decoder's kind (attention_maps.attention_kind)
+    assert [k["id"] for k in explorer.data["kinds"]] == ["decoder"]
+    assert kind(explorer, "decoder")["queries"] == list("abcd")
+    np.testing.assert_array_equal(explorer.matrix("decoder", 0, 1), np.round(weights[""][0, 1].double().numpy(), 3))
 
 
 # ---- plain tensors ----------------------------------------------------------------------------
@@ -163,8 +166,8 @@ def test_caps_keep_the_state_small():
     w = torch.randn(8, 10, 50, 50).softmax(-1)  # 8 layers, 10 heads, 50 tokens
     explorer = AttentionExplorer({"encoder": w}, tokens=[f"t{i}" for i in range(50)])
     k = explorer.data["kinds"][0]
-    assert len(k["queries"]) == len(k["keys"]) == ex.MAX_TOKENS == 40
-    assert (k["n_layers"], k["n_heads"], k["total_heads"]) == (ex.MAX_LAYERS, ex.MAX_HEADS, 10) == (6, 8, 10)
+    assert len(k["queries"]) == len(k["keys"]) == MAX_TOKENS == 40
+    assert (k["n_layers"], k["n_heads"], k["total_heads"]) == (MAX_LAYERS, MAX_HEADS, 10) == (6, 8, 10)
     assert len(k["weights"]) == 6 and len(k["weights"][0]) == 8 and len(k["weights"][0][0]) == 40
     # the mean is over all ten heads, then cropped
     np.testing.assert_array_equal(explorer.matrix("encoder", 5, -1), np.round(w[5].double().mean(0)[:40, :40].numpy(), 3))

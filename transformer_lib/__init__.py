@@ -12,7 +12,9 @@ One module per concept, in the paper's order:
 - `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
 - `decoding`: greedy and beam search, with the attention weights of the output
 - `metrics`: exact match, character error rate, BLEU
-- `data`: the date-normalisation task and small synthetic tasks
+- `vocab`: character vocabularies and padded batches
+- `dates`: dates written as people write them (CLDR patterns via Babel)
+- `data`: the date-normalisation task split by calendar date, and small synthetic tasks
 - `rnn`: the recurrent encoder-decoders of Part I
 - `viz`: plotting defaults and attention heat maps
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
@@ -22,7 +24,10 @@ One module per concept, in the paper's order:
   attention masks (chapter 13)
 - `lm`: a decoder-only language model, its key/value cache and sampling (chapter 14)
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
-- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use)
+- `attention_maps`: a model run's attention weights by kind (encoder, decoder, cross), the one
+  rule that names a module's kind
+- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use);
+  `explorer_state` writes and reads its saved state
 """
 from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
 from .residual import AddNorm
@@ -35,7 +40,8 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, decoding, diagrams, efficient, interop, lm, masks, metrics, residual, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import (asides, attention_maps, bughunt, data, dates, decoding, diagrams, efficient,  # noqa: E402
+               interop, lm, masks, metrics, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -46,7 +52,8 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "dates", "vocab", "attention_maps", "masks", "decoding", "metrics", "rnn", "training", "efficient",
+    "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

@@ -1,6 +1,7 @@
 """Small argument checks shared by the modules, so every error names the argument at fault."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -42,3 +43,28 @@ def check_token_ids(name: str, ids, vocab_size: int) -> None:
             f"{name} holds token ids in [{int(ids.min())}, {int(ids.max())}], "
             f"but the vocabulary has ids 0..{vocab_size - 1}"
         )
+
+
+def check_tokens(name: str, tokens) -> list[str] | None:
+    """None, or a list of strings (one per position): a copy of `tokens` as a list."""
+    if tokens is None:
+        return None
+    if isinstance(tokens, str) or not isinstance(tokens, (list, tuple)):
+        raise TypeError(f"{name} must be a list of strings, one per position, got {type(tokens).__name__}")
+    for i, t in enumerate(tokens):
+        if not isinstance(t, str):
+            raise TypeError(f"{name}[{i}] must be a string, got {type(t).__name__} (use [str(t) for t in ...])")
+    return list(tokens)
+
+
+def as_numpy(name: str, x, what: str = "a tensor or array") -> np.ndarray:
+    """`x` (a tensor, on any device, with or without gradients, or a NumPy array of numbers) as a
+    float64 NumPy array: the one tensor-to-NumPy conversion of the package. `what` completes the
+    TypeError for anything else ("{name} must be {what}")."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    if isinstance(x, np.ndarray):
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
+            raise TypeError(f"{name} must hold numbers, got an array of dtype {x.dtype}")
+        return x.astype(np.float64)
+    raise TypeError(f"{name} must be {what}, got {type(x).__name__}")

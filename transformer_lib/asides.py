@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import as_numpy, check_positive_int, check_tensor
 from .layers import Encoder
 from .positional import PositionalEncoding
 
@@ -161,7 +161,7 @@ def draw_mask(ax, mask: torch.Tensor, q_tokens: Sequence[str], k_tokens: Sequenc
     if tuple(mask.shape) != (len(q_tokens), len(k_tokens)):
         raise ValueError(f"mask must have shape (len(q_tokens), len(k_tokens)) = "
                          f"{(len(q_tokens), len(k_tokens))}, got {tuple(mask.shape)}")
-    ax.imshow(mask.to(torch.int).numpy(), cmap=ListedColormap(["#FFFFFF", "#0072B2"]), vmin=0, vmax=1)
+    ax.imshow(as_numpy("mask", mask), cmap=ListedColormap(["#FFFFFF", "#0072B2"]), vmin=0, vmax=1)
     ax.set_xticks(range(len(k_tokens)), labels=k_tokens, rotation=90)
     ax.set_yticks(range(len(q_tokens)), labels=q_tokens)
     ax.set_xticks([x - 0.5 for x in range(1, len(k_tokens))], minor=True)

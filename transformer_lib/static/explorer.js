@@ -439,21 +439,15 @@ function render({ model, el }) {
     if (model.get("text_input")) model.send({ type: "hello" });
   };
 
-  model.on("change:data", redraw);
-  model.on("change:kind", redraw);
-  model.on("change:layer", redraw);
-  model.on("change:head", redraw);
-  model.on("change:text_input", hello);
-  model.on("msg:custom", onMessage);
+  const listeners = [
+    ["change:data", redraw], ["change:kind", redraw], ["change:layer", redraw], ["change:head", redraw],
+    ["change:text_input", hello], ["msg:custom", onMessage],
+  ];
+  for (const [event, fn] of listeners) model.on(event, fn);
   redraw();
   hello();
   return () => {
-    model.off("change:data", redraw);
-    model.off("change:kind", redraw);
-    model.off("change:layer", redraw);
-    model.off("change:head", redraw);
-    model.off("change:text_input", hello);
-    model.off("msg:custom", onMessage);
+    for (const [event, fn] of listeners) model.off(event, fn);
   };
 }
 

@@ -7,11 +7,13 @@ One module per concept, in the paper's order:
 - `masks`: padding and causal masks (True = may attend)
 - `layers`: feed-forward network, encoder and decoder layers and stacks (section 3.1)
 - `model`: the full encoder-decoder with embeddings and output layer
-- `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
-- `decoding`: greedy and beam search, with the attention weights of the output
-- `metrics`: exact match, character error rate, BLEU
+- `training`: teacher-forced batches, label smoothing, the warm-up schedule, the one training
+  loop (Transformer and RNN alike)
+- `decoding`: greedy and beam search on ids, `translate` on strings, for every model
+- `metrics`: exact match (overall and by input length), character error rate, BLEU
+- `checkpoints`: the one checkpoint format (weights, config, vocabularies, record)
 - `data`: the date-normalisation task and small synthetic tasks
-- `rnn`: the recurrent encoder-decoders of Part I
+- `rnn`: the recurrent encoder-decoders of Part I (models only)
 - `viz`: plotting defaults and attention heat maps
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
 - `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
@@ -31,7 +33,7 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import asides, bughunt, data, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
+from . import asides, bughunt, checkpoints, data, decoding, diagrams, efficient, lm, masks, metrics, rnn, training, vocab  # noqa: E402  (modules, for tl.metrics.bleu etc.)
 
 __version__ = "0.1.0"
 
@@ -42,7 +44,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "vocab", "masks", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "vocab", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "efficient", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

@@ -229,3 +229,23 @@ def test_accuracy_by_length_groups_by_source_length():
     assert accuracy_by_length(sources, preds, refs) == {1: 0.0, 2: 0.5, 3: 1.0}
     with pytest.raises(ValueError, match="sources"):
         accuracy_by_length(sources[:2], preds, refs)
+
+
+def test_draw_seq2seq_draws_the_bottleneck_and_one_alignment_row():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_lib.diagrams import draw_seq2seq
+
+    ax = draw_seq2seq(list("pqr"), list("xy"))
+    assert "c" in [t.get_text() for t in ax.texts]  # the one summary vector
+    w = torch.tensor([[0.7, 0.2, 0.1], [0.0, 0.5, 0.5]])
+    ax2 = draw_seq2seq(list("pqr"), list("xy"), weights=w, step=1)
+    assert "c" not in [t.get_text() for t in ax2.texts]
+    with pytest.raises(ValueError, match="weights"):
+        draw_seq2seq(list("pqr"), list("xy"), weights=w.T, step=0)
+    with pytest.raises(ValueError, match="step"):
+        draw_seq2seq(list("pqr"), list("xy"), weights=w, step=2)
+    plt.close("all")

@@ -141,13 +141,8 @@ class TrainConfig:
     """
 
     max_steps: int = 2000
-    schedule: str = "warmup"
     warmup: int = 200
     factor: float = 1.0
-    d_model: int | None = None  # for "warmup"; None: the model's config.d_model
-    lr: float = 1e-3  # for "constant" and "linear_decay"
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-9
     label_smoothing: float = 0.1
     clip_norm: float | None = 1.0
     eval_every: int = 200
@@ -159,6 +154,11 @@ class TrainConfig:
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+    schedule: str = "warmup"
+    d_model: int | None = None  # for "warmup"; None: the model's config.d_model
+    lr: float = 1e-3  # for "constant" and "linear_decay"
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
 
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:

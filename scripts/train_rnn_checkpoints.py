@@ -12,11 +12,13 @@ additive and with dot-product (Luong) scores.
 
 Each run is seeded (``--seed``, default 0) and uses a fixed number of threads (``--threads``,
 default 1), so the same command on the same machine and torch version gives the same weights.
-A checkpoint stores the weights, the constructor arguments, both vocabularies and ``meta``: the
-command, seed, number of steps, wall time, and the evaluation figures measured during training
-(exact match by input length for the copy task, per language for the dates), so that a
-chapter can plot the learning curve without retraining. Files are written with ``torch.save``
-and read with ``transformer_lib.rnn.load_checkpoint`` (``torch.load(..., weights_only=True)``).
+Training is the book's one loop, ``transformer_lib.training.train`` with ``rnn_config()``
+(Adam, lr 1e-3 for half the steps then decaying linearly to 0, plain cross-entropy, clipping
+at 1.0) on batches from ``vocab.make_loader``. A checkpoint (``transformer_lib.checkpoints``,
+read with ``torch.load(..., weights_only=True)``) stores the weights, the config, both
+vocabularies and a record: the command, seed, number of steps, wall time, and the evaluation
+figures measured during training (exact match by input length for the copy task, per language
+for the dates), so that a chapter can plot the learning curve without retraining.
 """
 from __future__ import annotations
 
@@ -32,8 +34,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from transformer_lib import checkpoints  # noqa: E402
 from transformer_lib import data as D  # noqa: E402
 from transformer_lib import rnn as R  # noqa: E402
+from transformer_lib.decoding import translate  # noqa: E402
+from transformer_lib.metrics import accuracy_by_length  # noqa: E402
+from transformer_lib.training import rnn_config, train  # noqa: E402
 
 COPY_ALPHABET = "abcdefghijklmnop"
 COPY_LENGTHS = tuple(range(4, 33, 4))
@@ -47,12 +53,6 @@ RUNS = {
     "date_additive": ("date", "additive", 2000),
     "date_dot": ("date", "dot", 2000),
 }
-
-
-def lr_factor(step, total):
-    """The learning-rate schedule: constant for the first half, then linear decay to zero
-    (with a constant rate, Adam's late loss spikes left the copy models unstable)."""
-    return min(1.0, 2.0 * (1.0 - step / total))
 
 
 def copy_eval_pairs(lengths=COPY_LENGTHS, per_length=COPY_PER_LENGTH):
@@ -75,15 +75,16 @@ def date_data(seed):
 
 
 def evaluate(task, model, eval_pairs, src_vocab, tgt_vocab):
+    sources, refs = [p[0] for p in eval_pairs], [p[1] for p in eval_pairs]
+    outs = translate(model, sources, src_vocab, tgt_vocab, max_len=max(len(t) for t in refs) + 1)
+    hits = [o == t for o, t in zip(outs, refs)]
     if task == "copy":
-        acc = R.accuracy_by_length(model, eval_pairs, src_vocab, tgt_vocab)
+        acc = accuracy_by_length(sources, outs, refs)
         return {"by_length": {str(n): round(a, 4) for n, a in acc.items()},
                 "overall": round(sum(acc.values()) / len(acc), 4)}
-    outs = R.translate(model, [p[0] for p in eval_pairs], src_vocab, tgt_vocab, max_len=11)
     by_loc: dict[str, list[bool]] = {}
-    for o, (_, t, loc, _fmt) in zip(outs, eval_pairs):
-        by_loc.setdefault(loc, []).append(o == t)
-    hits = [o == p[1] for o, p in zip(outs, eval_pairs)]
+    for hit, (_, _, loc, _fmt) in zip(hits, eval_pairs):
+        by_loc.setdefault(loc, []).append(hit)
     return {"by_locale": {k: round(sum(v) / len(v), 4) for k, v in sorted(by_loc.items())},
             "overall": round(sum(hits) / len(hits), 4)}
 
@@ -92,70 +93,41 @@ def train_one(name, args):
     task, attention, default_steps = RUNS[name]
     steps = args.steps or default_steps
     torch.manual_seed(args.seed)
-    train, eval_pairs, src_vocab, tgt_vocab = (copy_data if task == "copy" else date_data)(args.seed)
+    train_pairs, eval_pairs, src_vocab, tgt_vocab = (copy_data if task == "copy" else date_data)(args.seed)
     model = R.Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=args.emb_dim, hidden_size=args.hidden,
                       attention=attention, bidirectional=True, attn_size=args.hidden).to(args.device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, steps))
-    history, done, train_seconds = [], 0, 0.0
+    loader = D.make_loader(train_pairs, src_vocab, tgt_vocab, batch_size=args.batch_size, seed=args.seed)
+    val = [D.collate([p[:2] for p in eval_pairs], src_vocab, tgt_vocab)]
+    cfg = rnn_config(max_steps=steps, lr=args.lr, eval_every=args.eval_every)
+    out = Path(args.out) / f"{name}.pt"
+    history, start, own_eval = [], time.perf_counter(), [0.0]  # own_eval: seconds in on_eval
+    meta = {
+        "name": name, "task": task, "seed": args.seed, "planned_steps": steps, "batch_size": args.batch_size,
+        "lr": args.lr, "lr_schedule": "constant for half the planned steps, then linear decay to 0",
+        "threads": args.threads, "device": args.device, "torch": str(torch.__version__),
+        "python": platform.python_version(),
+        "command": f"python scripts/train_rnn_checkpoints.py --only {name} --seed {args.seed} --device {args.device}"
+                   + (f" --steps {args.steps}" if args.steps else ""),
+        "eval": "copy: 100 random strings of each length 4, 8, ..., 32 (seed 1000 + length)" if task == "copy"
+        else "dates: the validation split of make_date_splits(seed)",
+    }
     print(f"[{name}] {sum(p.numel() for p in model.parameters()):,} parameters, {steps} steps", flush=True)
-    while done < steps:
-        chunk = min(args.eval_every, steps - done)
-        t0 = time.perf_counter()
-        # a different batch stream per chunk, all determined by the seed
-        losses = _train_chunk(model, opt, sched, train, src_vocab, tgt_vocab, chunk, args,
-                              seed=args.seed * 100_003 + done)
-        train_seconds += time.perf_counter() - t0
-        done += chunk
-        model.cpu()
+
+    def on_eval(step, _accuracy):
+        began = time.perf_counter()
         result = evaluate(task, model, eval_pairs, src_vocab, tgt_vocab)
-        model.to(args.device)
-        history.append({"step": done, "train_seconds": round(train_seconds, 1),
-                        "loss": round(sum(losses) / len(losses), 4), **result})
-        print(f"[{name}] step {done:5d}  {train_seconds:7.1f} s  loss {history[-1]['loss']:.4f}  "
-              f"{json.dumps(result)}", flush=True)
+        own_eval[0] += time.perf_counter() - began
+        history.append({"step": step, "seconds": round(time.perf_counter() - start, 1), **result})
+        print(f"[{name}] step {step:5d}  {history[-1]['seconds']:7.1f} s  {json.dumps(result)}", flush=True)
         # saved after every evaluation, so that an interrupted run still leaves its last state
-        meta = {
-            "name": name, "task": task, "seed": args.seed, "steps": done, "planned_steps": steps,
-            "batch_size": args.batch_size, "lr": args.lr,
-            "lr_schedule": "constant for half the planned steps, then linear decay to 0",
-            "threads": args.threads, "device": args.device,
-            "train_seconds": round(train_seconds, 1), "torch": str(torch.__version__),
-            "python": platform.python_version(),
-            "command": f"python scripts/train_rnn_checkpoints.py --only {name} --seed {args.seed} --device {args.device}"
-                       + (f" --steps {args.steps}" if args.steps else ""),
-            "history": history,
-            "eval": "copy: 100 random strings of each length 4, 8, ..., 32 (seed 1000 + length)" if task == "copy"
-            else "dates: the validation split of make_date_splits(seed)",
-        }
-        out = Path(args.out) / f"{name}.pt"
-        R.save_checkpoint(out, model.cpu(), src_vocab, tgt_vocab, meta)
-        model.to(args.device)
-    model.cpu()
-    print(f"[{name}] wrote {out} ({out.stat().st_size / 1e6:.2f} MB) in {train_seconds:.0f} s of training", flush=True)
+        checkpoints.save(out, model, src_vocab, tgt_vocab, {**meta, "steps": step, "history": history})
+
+    hist = train(model, loader, val, cfg, on_eval=on_eval)
+    meta.update(steps=hist.step[-1], train_seconds=round(hist.seconds - hist.eval_seconds - own_eval[0], 1), history=history)
+    checkpoints.save(out, model, src_vocab, tgt_vocab, meta)
+    print(f"[{name}] wrote {out} ({out.stat().st_size / 1e6:.2f} MB) in {meta['train_seconds']:.0f} s of training",
+          flush=True)
     return meta
-
-
-def _train_chunk(model, opt, sched, train, src_vocab, tgt_vocab, steps, args, seed):
-    if args.device == "cpu":
-        return R.train_seq2seq(model, train, src_vocab, tgt_vocab, steps=steps, batch_size=args.batch_size,
-                               seed=seed, clip=1.0, optimizer=opt, callback=lambda step, loss: sched.step())
-    # same loop on another device: batches are made on the CPU and moved
-    gen = torch.Generator().manual_seed(seed)
-    model.train()
-    losses = []
-    for _ in range(steps):
-        idx = torch.randint(len(train), (args.batch_size,), generator=gen).tolist()
-        src, tgt = D.collate([train[i] for i in idx], src_vocab, tgt_vocab)
-        loss = R.seq2seq_loss(model, src.to(args.device), tgt.to(args.device))
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-    model.eval()
-    return losses
 
 
 def main(argv=None):

@@ -7,8 +7,9 @@ The recipe (model size, batch, peak learning rate, warm-up, evaluation and stopp
 `transformer_lib.training.DATE_RECIPE`, the one chapter 11 trains with live, and the loop is
 `tl.train`. The run is deterministic for a given seed, thread count and kernel set; it stops
 on reaching the validation target or at the step cap, never on wall time. The best model by
-validation accuracy is saved, then decoded on all 3,652 test dates; the record of the run
-(recipe, seed, threads, steps, seconds, test accuracy) is written beside it as .json.
+validation accuracy is saved (`transformer_lib.checkpoints`: weights, config, both vocabularies),
+then decoded on all 3,652 test dates; the record of the run (recipe, seed, threads, steps,
+seconds, test accuracy) goes into the checkpoint and, as a readable copy, beside it as .json.
 Exits with status 1, and writes no record, if no checkpoint was saved.
 """
 from __future__ import annotations
@@ -24,10 +25,11 @@ from pathlib import Path
 import torch
 
 import transformer_lib as tl
+from transformer_lib.checkpoints import load, save
 from transformer_lib.data import collate, date_vocabs, make_date_splits, make_loader
 from transformer_lib.decoding import translate
 from transformer_lib.metrics import character_error_rate, exact_match
-from transformer_lib.training import DATE_MODEL, DATE_RECIPE, evenly_spaced, load_checkpoint, recipe_config, train
+from transformer_lib.training import DATE_MODEL, DATE_RECIPE, evenly_spaced, recipe_config, train
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.pt"
@@ -45,7 +47,7 @@ def main(argv=None) -> int:
     group.add_argument("--update-shipped", action="store_true", help=f"write {SHIPPED.relative_to(ROOT)} and its record")
     args = ap.parse_args(argv)
     out = SHIPPED if args.update_shipped else (args.out or SCRATCH)
-    partial = out.with_name(out.stem + ".partial.pt")  # becomes `out` only if the run saved a model
+    partial = out.with_name(out.stem + ".partial.pt")  # the best model so far; `out` is written only if there is one
     if partial.exists():
         partial.unlink()  # so that a run that saves nothing cannot pass off an older file as its own
 
@@ -56,13 +58,13 @@ def main(argv=None) -> int:
     val = [collate(evenly_spaced(splits.valid, DATE_RECIPE["eval_size"]), src_vocab, tgt_vocab)]
     model = tl.Transformer(tl.TransformerConfig(len(src_vocab), len(tgt_vocab), **DATE_MODEL))
     cfg = recipe_config(max_steps=args.max_steps, target_accuracy=args.target, checkpoint=str(partial), progress=True)
-    hist = train(model, loader, val, cfg)
+    hist = train(model, loader, val, cfg, vocabs=(src_vocab, tgt_vocab))
     if not partial.exists():
         print(f"error: no checkpoint was saved, {out} is left as it was (no evaluation ran, or none beat 0% "
               f"exact match); stopped: {hist.stopped or 'no steps'}", file=sys.stderr)
         return 1
-    os.replace(partial, out)
-    model, meta = load_checkpoint(out)  # the best model by validation accuracy
+    model, _, _, best = load(partial, src_vocab, tgt_vocab)  # the best model by validation accuracy
+    partial.unlink()
     start = time.perf_counter()
     preds = translate(model, [s for s, _ in splits.test], src_vocab, tgt_vocab, max_len=12, batch_size=4096)
     refs = [t for _, t in splits.test]
@@ -72,16 +74,17 @@ def main(argv=None) -> int:
         "command": command, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
         "kernels": torch.backends.cpu.get_cpu_capability(), "machine": platform.processor() or platform.machine(),
         "model": DATE_MODEL, "recipe": {**DATE_RECIPE, "max_steps": args.max_steps, "target": args.target},
-        "steps_run": hist.step[-1], "best_step": meta["step"], "train_seconds": round(hist.seconds, 1),
+        "steps_run": hist.step[-1], "best_step": best["step"], "train_seconds": round(hist.seconds, 1),
         "eval_seconds": round(hist.eval_seconds, 1), "load_average": round(os.getloadavg()[0], 2),
-        "stopped": hist.stopped, f"validation_exact_match_{DATE_RECIPE['eval_size']}": round(meta["accuracy"], 4),
+        "stopped": hist.stopped, f"validation_exact_match_{DATE_RECIPE['eval_size']}": round(best["accuracy"], 4),
         "test_pairs": len(splits.test), "test_exact_match": round(exact_match(preds, refs), 4),
         "test_cer": round(character_error_rate(preds, refs), 5),
         "test_decode_seconds": round(time.perf_counter() - start, 1), "parameters": tl.count_parameters(model),
         "eval_step": hist.eval_step, "eval_accuracy": [round(a, 4) for a in hist.eval_accuracy],
         "loss_every_50": [round(x, 4) for x in hist.loss[::50]],
     }
-    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")
+    save(out, model, src_vocab, tgt_vocab, record)  # the record travels in the file ...
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1) + "\n")  # ... and beside it, readable
     print(json.dumps({k: v for k, v in record.items() if not isinstance(v, list)}, indent=1))
     return 0
 

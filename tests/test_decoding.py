@@ -96,20 +96,75 @@ def test_beam_one_equals_greedy_on_random_transformers(seed):
 def test_wider_beams_never_score_worse_than_greedy_without_length_penalty():
     model = random_model(3)
     src = torch.randint(3, 12, (6, 5))
-    g = greedy_decode(model, src, max_len=6)
-    finished_g = [(row == EOS).any().item() for row in g.tokens]
-    b = beam_search(model, src, max_len=6, beam_size=4)
-    for i, done in enumerate(finished_g):
-        if done:  # compare like with like: both complete sequences
-            assert b.scores[i] >= g.scores[i] - 1e-5
+    g = greedy_decode(model, src, max_len=12)
+    finished = [(row == EOS).any().item() for row in g.tokens]
+    assert sum(finished) >= 3, "the check needs rows where greedy finished"
+    b = beam_search(model, src, max_len=12, beam_size=4)
+    compared = [i for i, done in enumerate(finished) if done]  # like with like: complete sequences
+    assert all(b.scores[i] >= g.scores[i] - 1e-5 for i in compared)
 
 
 def test_greedy_stops_every_row_after_eos_and_pads():
-    model = random_model(4)
+    model = random_model(8)  # a seed where rows end at different steps
     out = greedy_decode(model, torch.randint(3, 12, (4, 6)), max_len=10)
-    for row in out.tokens.tolist():
-        if EOS in row:
-            assert all(t == PAD for t in row[row.index(EOS) + 1 :])
+    rows = [row for row in out.tokens.tolist() if EOS in row]
+    assert rows and any(row.index(EOS) < len(row) - 1 for row in rows), "need a row that ended early"
+    for row in rows:
+        assert all(t == PAD for t in row[row.index(EOS) + 1 :])
+
+
+class TwoEndingsModel(nn.Module):
+    """After <bos>: a (0.6) or b (0.4); after a: <eos>; after b: b, b, then <eos>, all certain.
+    So log P("a <eos>") = log 0.6 = -0.51 over two tokens and log P("b b b <eos>") = log 0.4 =
+    -0.92 over four. With alpha = 0 the short one wins; dividing by lp(Y) = ((5 + |Y|) / 6)^alpha
+    with alpha = 5 favours the long one: -0.51 / 2.16 = -0.24 against -0.92 / 7.59 = -0.12."""
+
+    def encode(self, src, src_mask=None):
+        return torch.zeros(src.shape[0], src.shape[1], 1)
+
+    def decode(self, tgt, memory, src_mask=None):
+        logits = torch.full((*tgt.shape, 5), -1e9)
+        for b in range(tgt.shape[0]):
+            for t in range(tgt.shape[1]):
+                prefix = tgt[b, 1 : t + 1].tolist()
+                if not prefix:
+                    table = {A: 0.6, B: 0.4}
+                elif prefix[0] == A or len(prefix) >= 3:
+                    table = {EOS: 1.0}
+                else:
+                    table = {B: 1.0}
+                for tok, p in table.items():
+                    logits[b, t, tok] = math.log(p)
+        return logits
+
+
+def test_length_penalty_changes_which_hypothesis_beam_search_picks():
+    src = torch.ones(1, 2, dtype=torch.long)
+    plain = beam_search(TwoEndingsModel(), src, max_len=6, beam_size=3, alpha=0.0)
+    assert plain.tokens[0].tolist() == [A, EOS]
+    assert plain.scores[0].item() == pytest.approx(math.log(0.6))
+    penalised = beam_search(TwoEndingsModel(), src, max_len=6, beam_size=3, alpha=5.0)
+    assert penalised.tokens[0].tolist() == [B, B, B, EOS]
+    assert penalised.scores[0].item() == pytest.approx(math.log(0.4))  # scores: before the penalty
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_decoding_restores_the_callers_mode(mode):
+    model = random_model(6)
+    model.train(mode == "train")
+    src = torch.randint(3, 12, (2, 4))
+    greedy_decode(model, src, max_len=3)
+    assert model.training == (mode == "train")
+    beam_search(model, src, max_len=3, beam_size=2)
+    assert model.training == (mode == "train")
+
+
+def test_decoding_checks_source_ids_once_per_call():
+    model = random_model(7)
+    with pytest.raises(ValueError, match="src holds token ids"):
+        greedy_decode(model, torch.tensor([[3, 12]]), max_len=3)  # 12 is outside the 12-token vocabulary
+    with pytest.raises(ValueError, match="src holds token ids"):
+        beam_search(model, torch.tensor([[3, -1]]), max_len=3)
 
 
 def test_decoded_attention_has_every_layer_and_head_with_the_right_shapes():

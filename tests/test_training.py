@@ -10,9 +10,10 @@ import torch.nn.functional as F
 import transformer_lib as tl
 from transformer_lib.data import Vocab, collate, make_copy_pairs
 from transformer_lib.decoding import greedy_decode
+from transformer_lib import checkpoints
 from transformer_lib.training import (DATE_MODEL, DATE_RECIPE, Batch, LabelSmoothingLoss, TrainConfig,
-                                      evenly_spaced, factor_for_peak, load_checkpoint, noam_lr, recipe_config,
-                                      save_checkpoint, train, warmup_scheduler)
+                                      evenly_spaced, factor_for_peak, noam_lr, recipe_config, train,
+                                      warmup_scheduler)
 
 
 def test_schedule_follows_equation_3():
@@ -105,28 +106,53 @@ def test_short_training_run_learns_the_copy_task(tmp_path):
                                                 n_layers=2, dropout=0.0, max_len=32))
     cfg = TrainConfig(max_steps=1500, warmup=100, factor=0.5, eval_every=100, target_accuracy=1.0,
                       progress=False, checkpoint=str(tmp_path / "copy.pt"))
-    hist = train(model, loader, val, cfg)
+    with pytest.raises(ValueError, match="vocabs"):  # a checkpoint needs the vocabularies, asked up front
+        train(model, loader, val, cfg)
+    hist = train(model, loader, val, cfg, vocabs=(vocab, vocab))
     assert hist.best_accuracy == 1.0, hist
     assert 0 < hist.eval_seconds < hist.seconds
     assert hist.loss[-1] < hist.loss[0] / 3
-    # the checkpoint holds the best model and loads with weights_only=True
-    loaded, meta = load_checkpoint(tmp_path / "copy.pt")
-    assert meta["accuracy"] == 1.0
+    # the checkpoint holds the best model, its vocabularies and the step, in the one format
+    loaded, src_vocab, tgt_vocab, record = checkpoints.load(tmp_path / "copy.pt", vocab, vocab)
+    assert record == {"step": hist.best_step, "accuracy": 1.0} and src_vocab == vocab
     src, tgt = val[0]
     out = greedy_decode(loaded, src, max_len=tgt.shape[1])
     preds = [vocab.decode(row) for row in out.tokens]
     assert tl.metrics.exact_match(preds, [t for _, t in test_pairs]) == 1.0
 
 
-def test_checkpoint_rejects_non_plain_metadata(tmp_path):
-    model = tl.Transformer(tl.TransformerConfig(5, 5, d_model=8, n_heads=2, d_ff=8, n_layers=1))
-    with pytest.raises(TypeError, match="metadata 'bad' must be a number"):
-        save_checkpoint(tmp_path / "x.pt", model, bad=[1, 2])
-    save_checkpoint(tmp_path / "x.pt", model, step=3)
-    loaded, meta = load_checkpoint(tmp_path / "x.pt")
-    assert meta == {"step": 3}
-    for a, b in zip(model.state_dict().values(), loaded.state_dict().values()):
-        assert torch.equal(a, b)
+def _by_hand(model, batches, steps, cfg):
+    """The Transformer's training step written out: Adam (0.9, 0.98, 1e-9), equation (3) through
+    warmup_scheduler, label smoothing, clipping. train() must do exactly this arithmetic."""
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    sched = warmup_scheduler(opt, model.config.d_model, cfg.warmup, cfg.factor)
+    loss_fn = LabelSmoothingLoss(cfg.label_smoothing)
+    losses = []
+    model.train()
+    for i in range(steps):
+        b = Batch.from_ids(*batches[i % len(batches)])
+        loss = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        opt.step()
+        sched.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_transformer_losses_are_bit_identical_to_the_written_out_step():
+    tl.setup(seed=0, threads=1, plots=False)
+    vocab, train_pairs, _ = copy_task(n_train=200)
+    batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 200, 50)]
+    cfg = recipe_config(max_steps=20)
+    runs = []
+    for how in ("train", "train", "by hand"):
+        torch.manual_seed(0)
+        model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=32,
+                                                    n_layers=1, dropout=0.0))
+        runs.append(train(model, batches, None, cfg).loss if how == "train" else _by_hand(model, batches, 20, cfg))
+    assert len(runs[0]) == 20 and runs[0] == runs[1] == runs[2]  # exactly equal, not close
 
 
 def test_noam_lr_rejects_step_zero_and_negative_steps():

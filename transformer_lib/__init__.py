@@ -9,13 +9,15 @@ One module per concept, in the paper's order:
 - `layers`: feed-forward network, encoder and decoder layers and stacks (section 3.1)
 - `model`: the full encoder-decoder with embeddings and output layer
 - `interop`: `from_torch`, PyTorch's `nn.Transformer*` modules copied into the classes above
-- `training`: teacher-forced batches, label smoothing, the warm-up schedule, a training loop
-- `decoding`: greedy and beam search, with the attention weights of the output
-- `metrics`: exact match, character error rate, BLEU
+- `training`: teacher-forced batches, label smoothing, the warm-up schedule, the one training
+  loop (Transformer and RNN alike)
+- `decoding`: greedy and beam search on ids, `translate` on strings, for every model
+- `metrics`: exact match (overall and by input length), character error rate, BLEU
+- `checkpoints`: the one checkpoint format (weights, config, vocabularies, record)
 - `vocab`: character vocabularies and padded batches
 - `dates`: dates written as people write them (CLDR patterns via Babel)
 - `data`: the date-normalisation task split by calendar date, and small synthetic tasks
-- `rnn`: the recurrent encoder-decoders of Part I
+- `rnn`: the recurrent encoder-decoders of Part I (models only)
 - `viz`: plotting defaults and attention heat maps
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
 - `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
@@ -40,8 +42,8 @@ from .utils import CHECKPOINTS, setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
-from . import (asides, attention_maps, bughunt, data, dates, decoding, diagrams, efficient,  # noqa: E402
-               interop, lm, masks, metrics, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
+from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
+               efficient, interop, lm, masks, metrics, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -52,8 +54,8 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "dates", "vocab", "attention_maps", "masks", "decoding", "metrics", "rnn", "training", "efficient",
-    "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
+    "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training",
+    "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

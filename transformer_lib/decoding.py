@@ -2,17 +2,20 @@
 
 The decoder is auto-regressive (section 3.1): it reads its own previous outputs, so
 generation runs one token at a time. `model` is any module with
-`encode(src, src_mask) -> memory` and `decode(tgt, memory, src_mask) -> logits`, such as
-`transformer_lib.Transformer`.
+`encode(src, src_mask) -> memory` and `decode(tgt, memory, src_mask) -> logits`: the
+`Transformer` and the recurrent `rnn.Seq2Seq` alike. `translate` works on strings;
+`greedy_decode` and `beam_search` on tensors of token ids. Each leaves the model in the
+train/eval mode it found it in, and builds every tensor on the device of `src`.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_positive_int, check_tensor, check_token_ids
 from .attention import record_attention
 from .masks import padding_mask
 
@@ -51,9 +54,24 @@ def _next_token_logp(model, ys, memory, src_mask, bos_id: int, pad_id: int) -> t
     return logp
 
 
-def _check(src, max_len) -> None:
+def _check(model, src, max_len) -> None:
+    """Check the arguments once per call (not once per decoder step)."""
     check_tensor("src", src, ndim=2)
+    config = getattr(model, "config", None)
+    if getattr(config, "src_vocab", None) is not None:
+        check_token_ids("src", src, config.src_vocab)
     check_positive_int("max_len", max_len)
+
+
+@contextmanager
+def _eval_mode(model: nn.Module):
+    """Run the block in eval mode (no dropout), then give the model back in the caller's mode."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 @torch.no_grad()
@@ -61,8 +79,12 @@ def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int
                   pad_id: int = 0, return_attention: bool = False) -> Decoded:
     """Pick the most probable next token, append it, repeat, until every row has produced
     <eos> or `max_len` tokens. src: (B, S) ids -> Decoded with tokens (B, <= max_len)."""
-    _check(src, max_len)
-    model.eval()
+    _check(model, src, max_len)
+    with _eval_mode(model):
+        return _greedy(model, src, max_len, bos_id, eos_id, pad_id, return_attention)
+
+
+def _greedy(model, src, max_len, bos_id, eos_id, pad_id, return_attention) -> Decoded:
     src_mask = padding_mask(src, pad_id)
     memory = model.encode(src, src_mask)
     ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
@@ -101,10 +123,14 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     grows), or at `max_len`; the best finished one by log P(Y) / lp(Y) is returned. The whole
     batch is decoded together: (B * beam_size) prefixes go through the decoder at once.
     """
-    _check(src, max_len)
+    _check(model, src, max_len)
     check_positive_int("beam_size", beam_size)
-    model.eval()
-    B, k = src.shape[0], beam_size
+    with _eval_mode(model):
+        return _beam(model, src, max_len, beam_size, bos_id, eos_id, pad_id, alpha, return_attention)
+
+
+def _beam(model, src, max_len, k, bos_id, eos_id, pad_id, alpha, return_attention) -> Decoded:
+    B, device = src.shape[0], src.device
     src_mask = padding_mask(src, pad_id)
     memory = model.encode(src, src_mask)
     memory, src_mask_k = memory.repeat_interleave(k, 0), src_mask.repeat_interleave(k, 0)  # (B*k, ...)
@@ -152,12 +178,12 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
                     finished[b].append((s / length_penalty(len(prefix), alpha), s, prefix))
     best = [max(f, key=lambda h: h[0]) for f in finished]
     length = max(len(h[2]) for h in best)
-    tokens = torch.full((B, length), pad_id, dtype=torch.long, device=src.device)
+    tokens = torch.full((B, length), pad_id, dtype=torch.long, device=device)
     for b, (_, _, ids) in enumerate(best):
-        tokens[b, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    result = Decoded(tokens, torch.tensor([h[1] for h in best]))
+        tokens[b, : len(ids)] = torch.tensor(ids, dtype=torch.long, device=device)
+    result = Decoded(tokens, torch.tensor([h[1] for h in best], device=device))
     if return_attention:
-        bos = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
+        bos = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
         result.attention = attention_of(model, src, torch.cat([bos, tokens], 1), pad_id)
     return result
 
@@ -186,18 +212,23 @@ def attention_of(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id:
 
 def translate(model: nn.Module, sources, src_vocab, tgt_vocab, max_len: int = 40, beam_size: int = 1,
               batch_size: int = 512, alpha: float = 0.0) -> list[str]:
-    """Decode a list of strings with `model`: greedy when `beam_size` is 1, else beam search.
+    """Decode a list of strings with `model` (a `Transformer` or an `rnn.Seq2Seq`): greedy when
+    `beam_size` is 1, else beam search with length penalty `alpha`.
 
-    `src_vocab` and `tgt_vocab` are `transformer_lib.data.Vocab`s; batches of `batch_size`
-    sources are padded together. Returns one output string per source."""
-    from .data import BOS_ID, EOS_ID, PAD_ID, collate
+    `src_vocab` and `tgt_vocab` are `transformer_lib.vocab.Vocab`s; batches of `batch_size`
+    sources are padded together and moved to the model's device. Returns one output string
+    per source (without <eos>)."""
+    from .vocab import BOS_ID, EOS_ID, PAD_ID, collate
 
     if isinstance(sources, str):
         raise TypeError("sources must be a list of strings, not a single string")
     check_positive_int("batch_size", batch_size)
+    param = next(model.parameters(), None)
+    device = param.device if param is not None else torch.device("cpu")
     outputs = []
     for start in range(0, len(sources), batch_size):
         src, _ = collate([(s, "") for s in sources[start : start + batch_size]], src_vocab, tgt_vocab)
+        src = src.to(device)
         kw = dict(bos_id=BOS_ID, eos_id=EOS_ID, pad_id=PAD_ID)
         out = (greedy_decode(model, src, max_len, **kw) if beam_size == 1
                else beam_search(model, src, max_len, beam_size=beam_size, alpha=alpha, **kw))

@@ -139,3 +139,77 @@ def you_are_here(highlight: Iterable[str] | str, title: str = "you are here", fi
     model_map(highlight, ax=ax, title=title)
     fig.tight_layout()
     return fig
+
+
+# --------------------------------------------------------------------------------------
+# The recurrent encoder-decoder of Part I, with and without attention (moved from rnn.py)
+# --------------------------------------------------------------------------------------
+
+def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=None, step: int | None = None,
+                 ax=None, title: str | None = None):
+    """Draw a recurrent encoder-decoder as boxes and arrows.
+
+    Without ``weights``: the encoder's last state becomes one vector ``c`` that every decoder
+    step receives (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
+    from every encoder state to decoder step ``step``, as thick and dark as the weight
+    alpha[step, t'] (attention). Returns the matplotlib Axes.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    src_tokens, tgt_tokens = list(src_tokens), list(tgt_tokens)
+    if not src_tokens or not tgt_tokens:
+        raise ValueError("src_tokens, tgt_tokens: expected at least one token each")
+    n_x, n_y = len(src_tokens), len(tgt_tokens)
+    if weights is not None:
+        w = torch.as_tensor(weights, dtype=torch.float64)
+        if w.shape != (n_y, n_x):
+            raise ValueError(f"weights: expected shape (T_y, T_x) = ({n_y}, {n_x}), got {tuple(w.shape)}")
+        if step is None or not 0 <= step < n_y:
+            raise ValueError(f"step: expected an output step in [0, {n_y}), got {step!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(0.5 * max(n_x, n_y) + 2.5, 3.0))
+    width = max(n_x, n_y) - 1.0
+    enc_x = [i * width / max(n_x - 1, 1) for i in range(n_x)]
+    dec_x = [i * width / max(n_y - 1, 1) for i in range(n_y)]
+    enc_y, dec_y, c_y = 0.0, 2.4, 1.2
+
+    def box(x, y, color, label=None):
+        ax.add_patch(FancyBboxPatch((x - 0.3, y - 0.25), 0.6, 0.5, boxstyle="round,pad=0.02",
+                                    facecolor=color, edgecolor="black", linewidth=0.8, zorder=3))
+        if label is not None:
+            ax.text(x, y, label, ha="center", va="center", fontsize=8, zorder=4)
+
+    def arrow(x0, y0, x1, y1, lw=0.8, alpha=1.0, color="black"):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), zorder=2,
+                    arrowprops=dict(arrowstyle="-|>", lw=lw, color=color, alpha=alpha, shrinkA=9, shrinkB=9))
+
+    for i, (x, tok) in enumerate(zip(enc_x, src_tokens)):
+        box(x, enc_y, "#56B4E9")
+        ax.text(x, enc_y - 0.55, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
+        if i:
+            arrow(enc_x[i - 1], enc_y, x, enc_y)
+    for i, (x, tok) in enumerate(zip(dec_x, tgt_tokens)):
+        box(x, dec_y, "#E69F00")
+        ax.text(x, dec_y + 0.5, tok, ha="center", va="bottom", fontsize=9)
+        if i:
+            arrow(dec_x[i - 1], dec_y, x, dec_y)
+    if weights is None:
+        cx = width + 1.2
+        box(cx, c_y, "#CC79A7", "c")
+        arrow(enc_x[-1], enc_y, cx, c_y, lw=1.2)
+        for x in dec_x:
+            arrow(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
+    else:
+        row = w[step] / max(float(w[step].max()), 1e-12)
+        for x, a in zip(enc_x, row.tolist()):
+            if a > 0.02:
+                arrow(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, color="#0072B2")
+    ax.text(-0.6, enc_y, "encoder", ha="right", va="center", fontsize=9)
+    ax.text(-0.6, dec_y, "decoder", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-2.4, width + 2.0)
+    ax.set_ylim(-1.1, 3.4)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title)
+    return ax

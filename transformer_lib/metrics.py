@@ -1,4 +1,5 @@
-"""Metrics for sequence outputs: exact match, character error rate, and BLEU (via sacrebleu)."""
+"""Metrics for sequence outputs: exact match (overall and by input length), character error
+rate, and BLEU (via sacrebleu). Each takes strings: decode first (`decoding.translate`)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -17,6 +18,17 @@ def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
     """The fraction of outputs equal to their reference, character for character."""
     _check_pairs(predictions, references)
     return sum(p == r for p, r in zip(predictions, references)) / len(references)
+
+
+def accuracy_by_length(sources: Sequence[str], predictions: Sequence[str], references: Sequence[str]) -> dict[int, float]:
+    """Exact match grouped by the length of the source: ``{length: accuracy}``, sorted by length."""
+    _check_pairs(predictions, references)
+    if isinstance(sources, str) or len(sources) != len(references):
+        raise ValueError(f"sources: expected a list of {len(references)} strings, one per reference")
+    hits: dict[int, list[bool]] = {}
+    for s, p, r in zip(sources, predictions, references):
+        hits.setdefault(len(s), []).append(p == r)
+    return {n: sum(h) / len(h) for n, h in sorted(hits.items())}
 
 
 def edit_distance(a: Sequence, b: Sequence) -> int:

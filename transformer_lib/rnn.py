@@ -9,34 +9,27 @@
   the encoder features against the previous state ``s_{t-1}``, forms the context ``c_t``, and
   updates its state from ``[y_{t-1}; c_t]``. Without attention the context is the fixed
   summary ``c`` at every step (Cho et al. 2014): the whole input must pass through one vector.
-* :class:`Seq2Seq`: the two together, with teacher-forced ``forward`` and ``greedy`` decoding.
+* :class:`Seq2Seq`: the two together, with the Transformer's interface (``forward``,
+  ``encode``, ``decode``), so that ``training.train``, ``decoding`` and ``checkpoints`` serve
+  both; ``alignment`` gives the attention weights of a teacher-forced pass.
 
 Masks follow the package's convention: boolean, ``True`` where attention is allowed. Padded
 input positions get exactly zero weight. Inputs are right-padded with ``pad_id`` (0).
-
-Helpers at the end train and evaluate these models: :func:`seq2seq_loss`, :func:`train_seq2seq`,
-:func:`translate`, :func:`exact_match`, :func:`accuracy_by_length`, and
-:func:`save_checkpoint` / :func:`load_checkpoint` (``torch.load(..., weights_only=True)``).
 """
 from __future__ import annotations
 
-import time
-from typing import Callable, Sequence
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_positive_int
+from ._checks import check_positive_int, check_token_ids
 from .masks import masked_softmax
-from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocab, collate
+from .vocab import PAD_ID
 
-__all__ = [
-    "GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder",
-    "Seq2Seq", "ATTENTION_KINDS", "seq2seq_loss", "train_seq2seq", "greedy_decode", "translate",
-    "exact_match", "accuracy_by_length", "save_checkpoint", "load_checkpoint", "draw_seq2seq",
-]
+__all__ = ["GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder", "Seq2Seq", "Seq2SeqConfig",
+           "ATTENTION_KINDS"]
 
 ATTENTION_KINDS = (None, "additive", "dot")
 
@@ -78,6 +71,16 @@ class GRUEncoder(nn.Module):
         features, _ = pad_packed_sequence(out, batch_first=True, total_length=src_ids.size(1))
         summary = torch.cat(list(h_n), dim=-1)  # (dirs, B, H) -> (B, dirs * H)
         return features, summary, mask
+
+    def summary_of(self, features: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The summary ``c`` read back from ``features`` (batch, T_x, feature_size) and ``mask``
+        (batch, T_x): the forward state at each sequence's last real position and, if
+        bidirectional, the backward state at position 0. Equals the ``summary`` of ``forward``."""
+        last = (mask.sum(dim=1) - 1).clamp_min(0)  # (B,) index of the last real position
+        fwd = features[torch.arange(features.size(0), device=features.device), last, : self.hidden_size]
+        if not self.bidirectional:
+            return fwd
+        return torch.cat([fwd, features[:, 0, self.hidden_size:]], dim=-1)
 
 
 class AdditiveAttention(nn.Module):
@@ -209,264 +212,87 @@ class GRUDecoder(nn.Module):
         return torch.stack(all_logits, dim=1), weights
 
 
-class Seq2Seq(nn.Module):
-    """A GRU encoder-decoder: ``Seq2Seq(src_vocab_size, tgt_vocab_size, attention="additive")``.
 
-    ``forward(src_ids, tgt_in)`` -> ``(logits (batch, T_y, V_tgt), weights (batch, T_y, T_x) or None)``.
-    ``greedy(src_ids, max_len)`` -> ``(ids (batch, <= max_len), weights or None)``.
-    ``config`` holds the constructor arguments (saved in checkpoints).
+
+@dataclass
+class Seq2SeqConfig:
+    """The constructor arguments of :class:`Seq2Seq` (named like ``TransformerConfig``'s
+    ``src_vocab``, ``tgt_vocab`` and ``pad_id``; stored in checkpoints)."""
+
+    src_vocab: int
+    tgt_vocab: int
+    emb_dim: int = 64
+    hidden_size: int = 128
+    attention: str | None = "additive"
+    bidirectional: bool = True
+    attn_size: int = 128
+    pad_id: int = PAD_ID
+
+
+class Seq2Seq(nn.Module):
+    """A GRU encoder-decoder: ``Seq2Seq(src_vocab, tgt_vocab, attention="additive")``.
+
+    It has the Transformer's interface, so one training loop and one decoder serve both:
+
+    * ``forward(src, tgt_in)`` -> logits (batch, T_y, tgt_vocab) (teacher forcing);
+    * ``encode(src)`` -> memory: the encoder features ``a`` (batch, T_x, feature_size);
+    * ``decode(tgt, memory, src_mask)`` -> logits (batch, T, tgt_vocab) for a prefix ``tgt``
+      that starts with ``<bos>``. It runs the decoder GRU over the whole prefix again at every
+      call (cheap at the book's lengths), so it equals ``forward`` exactly;
+    * ``alignment(src, tgt_in)`` -> the attention weights (batch, T_y, T_x) of the same pass.
+
+    The masks are derived from ``pad_id``; ``src_mask`` and ``tgt_mask`` are accepted so that
+    the calls match the Transformer's (a GRU reads its target in order: no causal mask needed).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int = 64, hidden_size: int = 128,
+    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, hidden_size: int = 128,
                  attention: str | None = "additive", bidirectional: bool = True, attn_size: int = 128,
                  pad_id: int = PAD_ID):
         super().__init__()
-        self.config = dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, emb_dim=emb_dim,
-                           hidden_size=hidden_size, attention=attention, bidirectional=bidirectional,
-                           attn_size=attn_size, pad_id=pad_id)
-        self.encoder = GRUEncoder(src_vocab_size, emb_dim, hidden_size, bidirectional, pad_id)
-        self.decoder = GRUDecoder(tgt_vocab_size, self.encoder.feature_size, emb_dim, hidden_size,
+        self.config = Seq2SeqConfig(src_vocab, tgt_vocab, emb_dim, hidden_size, attention, bool(bidirectional),
+                                    attn_size, pad_id)
+        self.encoder = GRUEncoder(src_vocab, emb_dim, hidden_size, bidirectional, pad_id)
+        self.decoder = GRUDecoder(tgt_vocab, self.encoder.feature_size, emb_dim, hidden_size,
                                   attention, attn_size, pad_id)
 
-    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor):
-        if tgt_in.dim() != 2 or tgt_in.size(0) != src_ids.size(0):
-            raise ValueError(f"tgt_in: expected (batch, T_y) with batch {src_ids.size(0)}, got shape {tuple(tgt_in.shape)}")
-        features, summary, mask = self.encoder(src_ids)
-        return self.decoder(tgt_in, features, summary, mask)
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, T_x) source ids -> memory: the features ``a`` (batch, T_x, feature_size)."""
+        return self.encoder(src)[0]
 
-    @torch.no_grad()
-    def greedy(self, src_ids: torch.Tensor, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID):
-        """Greedy decoding: feed back the most likely token until every row has produced
-        ``<eos>`` or ``max_len`` tokens. Returns the ids (without ``<bos>``; positions after a
-        row's ``<eos>`` are ``<pad>``) and the weights (batch, steps, T_x) or None."""
-        check_positive_int("max_len", max_len)
-        features, summary, mask = self.encoder(src_ids)
-        dec = self.decoder
-        state, projected = dec.start(features, summary, mask)
-        y = torch.full((src_ids.size(0),), bos_id, dtype=torch.long, device=src_ids.device)
-        done = torch.zeros_like(y, dtype=torch.bool)
-        ids, weights = [], []
-        for _ in range(max_len):
-            logits, state, w = dec.step(y, state, features, summary, mask, projected)
-            y = logits.argmax(dim=-1)
-            ids.append(y.masked_fill(done, PAD_ID))
-            weights.append(w)
-            done = done | (y == eos_id)
-            if bool(done.all()):
-                break
-        w = None if dec.attention is None else torch.stack(weights, dim=1)
-        return torch.stack(ids, dim=1), w
+    def _run(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None):
+        if memory.dim() != 3 or memory.size(-1) != self.encoder.feature_size:
+            raise ValueError(f"memory: expected (batch, T_x, {self.encoder.feature_size}), got {tuple(memory.shape)}")
+        if tgt.dim() != 2 or tgt.size(0) != memory.size(0):
+            raise ValueError(f"tgt: expected (batch, T_y) with batch {memory.size(0)}, got shape {tuple(tgt.shape)}")
+        if src_mask is None:
+            mask = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
+        else:  # (B, T_x) or the Transformer's (B, 1, 1, T_x)
+            mask = src_mask.reshape(memory.size(0), memory.size(1))
+        summary = self.encoder.summary_of(memory, mask)
+        return self.decoder(tgt, memory, summary, mask)  # logits (B, T, V), weights (B, T, T_x) or None
 
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
+               tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Prefix ``tgt`` (batch, T) and memory (batch, T_x, feature_size) -> logits (batch, T, V).
+        ``src_mask`` (batch, T_x) or (batch, 1, 1, T_x), True at real positions, is needed
+        whenever the source batch holds padding."""
+        return self._run(tgt, memory, src_mask)[0]
 
-# --------------------------------------------------------------------------------------
-# Training and evaluation helpers
-# --------------------------------------------------------------------------------------
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """src (batch, T_x), tgt_in (batch, T_y) starting with ``<bos>`` -> logits (batch, T_y, V)."""
+        check_token_ids("src", src, self.config.src_vocab)
+        check_token_ids("tgt_in", tgt_in, self.config.tgt_vocab)
+        return self.decode(tgt_in, self.encode(src), src != self.config.pad_id)
 
-def seq2seq_loss(model: Seq2Seq, src_ids: torch.Tensor, tgt_ids: torch.Tensor) -> torch.Tensor:
-    """Teacher-forced cross-entropy: feed ``tgt_ids[:, :-1]`` (``<bos>`` ...), predict
-    ``tgt_ids[:, 1:]`` (... ``<eos>``); padded positions are ignored."""
-    logits, _ = model(src_ids, tgt_ids[:, :-1])
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt_ids[:, 1:].reshape(-1), ignore_index=PAD_ID)
+    def alignment(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """The attention weights alpha (batch, T_y, T_x) of a teacher-forced pass: row t is where
+        the decoder looked to write token t + 1 of ``tgt_in``. Zero on padded inputs."""
+        if self.decoder.attention is None:
+            raise ValueError("alignment: this model has no attention (attention=None), so no weights")
+        check_token_ids("src", src, self.config.src_vocab)
+        check_token_ids("tgt_in", tgt_in, self.config.tgt_vocab)
+        return self._run(tgt_in, self.encode(src), src != self.config.pad_id)[1]
 
-
-def train_seq2seq(model: Seq2Seq, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
-                  steps: int = 1000, batch_size: int = 64, lr: float = 1e-3, seed: int = 0, clip: float = 1.0,
-                  max_seconds: float | None = None, log_every: int = 0,
-                  callback: Callable[[int, float], None] | None = None,
-                  optimizer: torch.optim.Optimizer | None = None) -> list[float]:
-    """Train ``model`` with Adam and teacher forcing on batches drawn at random from ``pairs``.
-
-    Batches depend only on ``seed``; with a fixed thread count the losses are reproducible.
-    Stops after ``steps`` steps or ``max_seconds`` seconds (whichever is first; a time limit
-    makes the result depend on the machine). Prints the mean loss every ``log_every`` steps
-    (rounded to 4 decimals) and calls ``callback(step, loss)`` after each step.
-    Returns the loss of every step.
-    """
-    check_positive_int("steps", steps)
-    check_positive_int("batch_size", batch_size)
-    if len(pairs) == 0:
-        raise ValueError("pairs: expected at least one training pair")
-    gen = torch.Generator().manual_seed(seed)
-    opt = optimizer if optimizer is not None else torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    losses: list[float] = []
-    start = time.perf_counter()
-    for step in range(1, steps + 1):
-        idx = torch.randint(len(pairs), (batch_size,), generator=gen).tolist()
-        src, tgt = collate([pairs[i] for i in idx], src_vocab, tgt_vocab)
-        loss = seq2seq_loss(model, src, tgt)
-        opt.zero_grad()
-        loss.backward()
-        if clip:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        losses.append(loss.item())
-        if callback is not None:
-            callback(step, losses[-1])
-        if log_every and step % log_every == 0:
-            recent = losses[-log_every:]
-            print(f"step {step:5d}  loss {sum(recent) / len(recent):.4f}")
-        if max_seconds is not None and time.perf_counter() - start > max_seconds:
-            break
-    model.eval()
-    return losses
-
-
-def greedy_decode(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab,
-                  max_len: int = 40, batch_size: int = 512, return_weights: bool = False):
-    """Greedy outputs of ``model`` for the strings ``sources``.
-
-    Returns a list of strings; with ``return_weights`` also a list of the alignment matrices
-    (each (output length incl. ``<eos>``, input length), or None without attention)."""
-    if isinstance(sources, str):
-        raise TypeError("sources: expected a list of strings, not a single string")
-    model.eval()
-    outputs, all_weights = [], []
-    for start in range(0, len(sources), batch_size):
-        chunk = list(sources[start: start + batch_size])
-        src, _ = collate([(s, "") for s in chunk], src_vocab, tgt_vocab)
-        ids, weights = model.greedy(src, max_len)
-        for i, s in enumerate(chunk):
-            out = tgt_vocab.decode(ids[i])
-            outputs.append(out)
-            if return_weights:
-                n_out = min(len(out) + 1, ids.size(1))
-                all_weights.append(None if weights is None else weights[i, :n_out, : len(s)].clone())
-    return (outputs, all_weights) if return_weights else outputs
-
-
-def translate(model: Seq2Seq, sources: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab,
-              max_len: int = 40) -> list[str]:
-    """Greedy outputs of ``model`` for ``sources`` (a shorthand for :func:`greedy_decode`)."""
-    return greedy_decode(model, sources, src_vocab, tgt_vocab, max_len=max_len)
-
-
-def exact_match(model: Seq2Seq, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
-                max_len: int | None = None) -> float:
-    """Fraction of ``pairs`` whose greedy output equals the target exactly."""
-    if len(pairs) == 0:
-        raise ValueError("pairs: expected at least one pair")
-    if max_len is None:
-        max_len = max(len(t) for _, t in pairs) + 1
-    outs = greedy_decode(model, [s for s, _ in pairs], src_vocab, tgt_vocab, max_len=max_len)
-    return sum(o == t for o, (_, t) in zip(outs, pairs)) / len(pairs)
-
-
-def accuracy_by_length(model: Seq2Seq, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
-                       max_len: int | None = None) -> dict[int, float]:
-    """Exact match grouped by source length: ``{length: accuracy}``, sorted by length."""
-    if len(pairs) == 0:
-        raise ValueError("pairs: expected at least one pair")
-    if max_len is None:
-        max_len = max(len(t) for _, t in pairs) + 1
-    outs = greedy_decode(model, [s for s, _ in pairs], src_vocab, tgt_vocab, max_len=max_len)
-    hits: dict[int, list[int]] = {}
-    for o, (s, t) in zip(outs, pairs):
-        hits.setdefault(len(s), []).append(o == t)
-    return {n: sum(h) / len(h) for n, h in sorted(hits.items())}
-
-
-def _plain(value, where: str = "meta"):
-    """``value`` as plain Python types (what ``weights_only=True`` loading accepts)."""
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(value, str):
-        return str(value)  # also turns str subclasses such as torch.__version__ into str
-    if isinstance(value, (list, tuple)):
-        return [_plain(v, where) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v, where) for k, v in value.items()}
-    raise TypeError(f"{where}: expected numbers, strings, lists and dicts, got {type(value).__name__}")
-
-
-def save_checkpoint(path, model: Seq2Seq, src_vocab: Vocab, tgt_vocab: Vocab, meta: dict | None = None) -> None:
-    """Save weights, constructor arguments, vocabularies and ``meta`` (numbers, strings, lists
-    and dicts only) to ``path`` in a form that ``torch.load(path, weights_only=True)`` reads."""
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    torch.save({"config": _plain(dict(model.config), "config"), "state_dict": state,
-                "src_tokens": list(src_vocab.tokens), "tgt_tokens": list(tgt_vocab.tokens),
-                "meta": _plain(dict(meta or {}))}, path)
-
-
-def load_checkpoint(path) -> tuple[Seq2Seq, Vocab, Vocab, dict]:
-    """Load a :func:`save_checkpoint` file (with ``weights_only=True``): ``(model in eval mode,
-    src_vocab, tgt_vocab, meta)``."""
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    model = Seq2Seq(**ckpt["config"])
-    model.load_state_dict(ckpt["state_dict"])
-    model.eval()
-    return model, Vocab.from_tokens(ckpt["src_tokens"]), Vocab.from_tokens(ckpt["tgt_tokens"]), ckpt["meta"]
-
-
-# --------------------------------------------------------------------------------------
-# A picture of the two designs
-# --------------------------------------------------------------------------------------
-
-def draw_seq2seq(src_tokens: Sequence[str], tgt_tokens: Sequence[str], weights=None, step: int | None = None,
-                 ax=None, title: str | None = None):
-    """Draw a recurrent encoder-decoder as boxes and arrows.
-
-    Without ``weights``: the encoder's last state becomes one vector ``c`` that every decoder
-    step receives (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
-    from every encoder state to decoder step ``step``, as thick and dark as the weight
-    alpha[step, t'] (attention). Returns the matplotlib Axes.
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import FancyBboxPatch
-
-    src_tokens, tgt_tokens = list(src_tokens), list(tgt_tokens)
-    if not src_tokens or not tgt_tokens:
-        raise ValueError("src_tokens, tgt_tokens: expected at least one token each")
-    n_x, n_y = len(src_tokens), len(tgt_tokens)
-    if weights is not None:
-        w = torch.as_tensor(weights, dtype=torch.float64)
-        if w.shape != (n_y, n_x):
-            raise ValueError(f"weights: expected shape (T_y, T_x) = ({n_y}, {n_x}), got {tuple(w.shape)}")
-        if step is None or not 0 <= step < n_y:
-            raise ValueError(f"step: expected an output step in [0, {n_y}), got {step!r}")
-    if ax is None:
-        _, ax = plt.subplots(figsize=(0.5 * max(n_x, n_y) + 2.5, 3.0))
-    width = max(n_x, n_y) - 1.0
-    enc_x = [i * width / max(n_x - 1, 1) for i in range(n_x)]
-    dec_x = [i * width / max(n_y - 1, 1) for i in range(n_y)]
-    enc_y, dec_y, c_y = 0.0, 2.4, 1.2
-
-    def box(x, y, color, label=None):
-        ax.add_patch(FancyBboxPatch((x - 0.3, y - 0.25), 0.6, 0.5, boxstyle="round,pad=0.02",
-                                    facecolor=color, edgecolor="black", linewidth=0.8, zorder=3))
-        if label is not None:
-            ax.text(x, y, label, ha="center", va="center", fontsize=8, zorder=4)
-
-    def arrow(x0, y0, x1, y1, lw=0.8, alpha=1.0, color="black"):
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), zorder=2,
-                    arrowprops=dict(arrowstyle="-|>", lw=lw, color=color, alpha=alpha, shrinkA=9, shrinkB=9))
-
-    for i, (x, tok) in enumerate(zip(enc_x, src_tokens)):
-        box(x, enc_y, "#56B4E9")
-        ax.text(x, enc_y - 0.55, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
-        if i:
-            arrow(enc_x[i - 1], enc_y, x, enc_y)
-    for i, (x, tok) in enumerate(zip(dec_x, tgt_tokens)):
-        box(x, dec_y, "#E69F00")
-        ax.text(x, dec_y + 0.5, tok, ha="center", va="bottom", fontsize=9)
-        if i:
-            arrow(dec_x[i - 1], dec_y, x, dec_y)
-    if weights is None:
-        cx = width + 1.2
-        box(cx, c_y, "#CC79A7", "c")
-        arrow(enc_x[-1], enc_y, cx, c_y, lw=1.2)
-        for x in dec_x:
-            arrow(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
-    else:
-        row = w[step] / max(float(w[step].max()), 1e-12)
-        for x, a in zip(enc_x, row.tolist()):
-            if a > 0.02:
-                arrow(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, color="#0072B2")
-    ax.text(-0.6, enc_y, "encoder", ha="right", va="center", fontsize=9)
-    ax.text(-0.6, dec_y, "decoder", ha="right", va="center", fontsize=9)
-    ax.set_xlim(-2.4, width + 2.0)
-    ax.set_ylim(-1.1, 3.4)
-    ax.set_axis_off()
-    if title:
-        ax.set_title(title)
-    return ax
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())

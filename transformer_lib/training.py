@@ -1,10 +1,16 @@
-"""Training the Transformer: teacher-forced batches, label smoothing, the warm-up schedule,
-and a small training loop with validation, early stopping and safe checkpoints (section 5)."""
+"""Training: teacher-forced batches, label smoothing, the warm-up schedule, and one small
+training loop with validation, early stopping and checkpoints (section 5).
+
+`train` trains any model with the Transformer's interface (`model(src, tgt_in, src_mask,
+tgt_mask) -> logits`, plus `encode`/`decode` for greedy evaluation): the `Transformer` and the
+recurrent `rnn.Seq2Seq`. What differs between them is chosen in `TrainConfig`: the learning-rate
+schedule (`"warmup"`, the paper's equation 3, or `"constant"` / `"linear_decay"`), Adam's
+betas and epsilon, and label smoothing (0 gives plain cross-entropy). `recipe_config` and
+`rnn_config` are the two recipes the book uses."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import torch
@@ -116,10 +122,23 @@ def factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
     return peak_lr * (d_model * warmup) ** 0.5
 
 
+#: The learning-rate schedules `TrainConfig.schedule` can name.
+SCHEDULES = ("warmup", "constant", "linear_decay")
+
+
 @dataclass
 class TrainConfig:
-    """Settings for `train`. The optimiser is Adam(beta1 0.9, beta2 0.98, eps 1e-9) as in the
-    paper (section 5.3); `factor` scales the paper's schedule (1.0 = the paper's)."""
+    """Settings for `train`.
+
+    The optimiser is Adam with `betas` and `adam_eps` (the paper's 0.9, 0.98 and 1e-9 by
+    default, section 5.3). `schedule` picks the learning rate at step s (counting from 1):
+
+    * "warmup": equation (3), `noam_lr(s, d_model, warmup, factor)` (`factor` 1.0 = the
+      paper's); `d_model` defaults to `model.config.d_model`;
+    * "constant": `lr` at every step;
+    * "linear_decay": `lr` for the first half of `max_steps`, then falling linearly to 0 (the
+      schedule of the recurrent checkpoints).
+    """
 
     max_steps: int = 2000
     warmup: int = 200
@@ -135,6 +154,31 @@ class TrainConfig:
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
+    schedule: str = "warmup"
+    d_model: int | None = None  # for "warmup"; None: the model's config.d_model
+    lr: float = 1e-3  # for "constant" and "linear_decay"
+    betas: tuple[float, float] = (0.9, 0.98)
+    adam_eps: float = 1e-9
+
+    def __post_init__(self) -> None:
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
+        check_positive_int("max_steps", self.max_steps)
+
+
+def lr_schedule(cfg: TrainConfig, model: nn.Module) -> Callable[[int], float]:
+    """The learning rate at step s = 1, 2, ... that `cfg.schedule` names (see `TrainConfig`)."""
+    if cfg.schedule == "warmup":
+        d_model = cfg.d_model if cfg.d_model is not None else getattr(getattr(model, "config", None), "d_model", None)
+        if d_model is None:
+            raise ValueError(f"TrainConfig.d_model: the warm-up schedule needs d_model, and a "
+                             f"{type(model).__name__} has no config.d_model; set it, or pick another schedule")
+        return lambda s: noam_lr(s, d_model, cfg.warmup, cfg.factor)
+    if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
+        raise ValueError(f"TrainConfig.lr must be a positive number, got {cfg.lr!r}")
+    if cfg.schedule == "constant":
+        return lambda s: cfg.lr
+    return lambda s: cfg.lr * min(1.0, 2.0 * (1.0 - (s - 1) / cfg.max_steps))
 
 
 #: The recipe the book trains its date model with: chapter 11 runs it live and
@@ -164,6 +208,15 @@ def recipe_config(recipe: dict | None = None, d_model: int = 64, **overrides) ->
     kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], factor=factor_for_peak(r["peak_lr"], d_model, r["warmup"]),
               label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
               target_accuracy=r["target"], progress=False)
+    return TrainConfig(**{**kw, **overrides})
+
+
+def rnn_config(**overrides) -> TrainConfig:
+    """The recipe of the recurrent checkpoints (Part I): Adam with PyTorch's default betas and
+    epsilon, lr 1e-3 for half the steps then decaying linearly to 0, plain cross-entropy,
+    clipping at 1.0. Keyword arguments override TrainConfig fields."""
+    kw = dict(schedule="linear_decay", lr=1e-3, betas=(0.9, 0.999), adam_eps=1e-8, label_smoothing=0.0,
+              clip_norm=1.0, progress=False)
     return TrainConfig(**{**kw, **overrides})
 
 
@@ -207,7 +260,9 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
     correct = total = 0
     losses = []
+    device = next(model.parameters()).device
     for src, tgt in batches:
+        src, tgt = src.to(device), tgt.to(device)
         b = Batch.from_ids(src, tgt, cfg.pad_id)
         losses.append(loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out).item())
         out = greedy_decode(model, src, max_len=tgt.shape[1], bos_id=cfg.bos_id, eos_id=cfg.eos_id, pad_id=cfg.pad_id)
@@ -219,32 +274,40 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
 
 
 def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None = None,
-          cfg: TrainConfig | None = None, on_eval: Callable[[int, float], None] | None = None) -> History:
-    """Train `model` (a `Transformer`) on batches of (src, tgt) token ids.
+          cfg: TrainConfig | None = None, on_eval: Callable[[int, float], None] | None = None,
+          vocabs: tuple | None = None) -> History:
+    """Train `model` (a `Transformer` or an `rnn.Seq2Seq`) on batches of (src, tgt) token ids.
 
-    Adam with the warm-up schedule, label smoothing, gradient clipping; every `eval_every`
-    steps, greedy exact-match accuracy on `val_batches` (a list of (src, tgt) batches). The
-    best model so far is kept in `cfg.checkpoint` if given. Stops at `max_steps`, at
+    Adam with the schedule `cfg.schedule`, label smoothing, gradient clipping; every
+    `eval_every` steps, greedy exact-match accuracy on `val_batches` (a list of (src, tgt)
+    batches), after which `on_eval(step, accuracy)` is called. The best model so far is saved
+    to `cfg.checkpoint` if given (`checkpoints.save`, with `vocabs` = (src_vocab, tgt_vocab),
+    which it then needs, and the record {"step", "accuracy"}). Stops at `max_steps`, at
     `max_seconds`, when accuracy reaches `target_accuracy`, or after `patience` evaluations
-    without improvement. `train_loader` is read again at every epoch, so it must be
-    re-iterable (a list or a DataLoader): a one-shot iterator or generator raises TypeError
-    before any step. Returns a `History` (its `eval_seconds` is the evaluation part of `seconds`).
+    without improvement. Batches are moved to the model's device. `train_loader` (best:
+    `vocab.make_loader`) is read again at every epoch, so it must be re-iterable (a list or a
+    DataLoader): a one-shot iterator or generator raises TypeError before any step. Returns a
+    `History` (its `eval_seconds` is the evaluation part of `seconds`).
     """
     cfg = cfg or TrainConfig()
     if iter(train_loader) is train_loader:
         raise TypeError("train_loader must be re-iterable (a list or a DataLoader), not a one-shot iterator or "
                         "generator: train() starts a new pass over it at every epoch")
-    d_model = model.config.d_model
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    scheduler = warmup_scheduler(optimizer, d_model, cfg.warmup, cfg.factor)
+    if cfg.checkpoint and (vocabs is None or len(vocabs) != 2):
+        raise ValueError("vocabs: TrainConfig.checkpoint is set, so train() needs vocabs=(src_vocab, tgt_vocab) "
+                         "to store in the checkpoint")
+    lr_at = lr_schedule(cfg, model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=tuple(cfg.betas), eps=cfg.adam_eps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr_at(i + 1))  # lr = 1.0 * lr_at(step)
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
+    device = next(model.parameters()).device
     hist = History()
     val_batches = list(val_batches) if val_batches is not None else None
     bad_evals, start = 0, time.perf_counter()
     bar = _progress(cfg)
     model.train()
     for step, (src, tgt) in enumerate(_forever(train_loader), start=1):
-        b = Batch.from_ids(src, tgt, cfg.pad_id)
+        b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
         loss = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -270,7 +333,9 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
             if acc > hist.best_accuracy:
                 hist.best_accuracy, hist.best_step, bad_evals = acc, step, 0
                 if cfg.checkpoint:
-                    save_checkpoint(cfg.checkpoint, model, step=step, accuracy=acc)
+                    from .checkpoints import save
+
+                    save(cfg.checkpoint, model, *vocabs, record={"step": step, "accuracy": acc})
             else:
                 bad_evals += 1
             if cfg.target_accuracy is not None and acc >= cfg.target_accuracy:
@@ -296,27 +361,3 @@ def _progress(cfg: TrainConfig):
     from tqdm.auto import tqdm
 
     return tqdm(total=cfg.max_steps, desc="training", unit="step")
-
-
-def save_checkpoint(path: str | Path, model: nn.Module, **meta) -> None:
-    """Save a `Transformer`'s weights and config (plain tensors and numbers only, so that it
-    loads with `torch.load(..., weights_only=True)`)."""
-    for k, v in meta.items():
-        if not isinstance(v, (int, float, str, bool, type(None))):
-            raise TypeError(f"checkpoint metadata {k!r} must be a number, string or bool, got {type(v).__name__}")
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"config": asdict(model.config), "state_dict": model.state_dict(), "meta": meta}, path)
-
-
-def load_checkpoint(path: str | Path, map_location: str = "cpu"):
-    """Load a checkpoint written by `save_checkpoint` -> (model in eval mode, meta dict).
-
-    Uses `weights_only=True`: the file can hold tensors and plain values only, never code."""
-    from .model import Transformer, TransformerConfig
-
-    blob = torch.load(path, map_location=map_location, weights_only=True)
-    model = Transformer(TransformerConfig(**blob["config"]))
-    model.load_state_dict(blob["state_dict"])
-    return model.eval(), blob["meta"]
-
-

@@ -7,7 +7,7 @@ are the two primitives the chapters' own diagrams use.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from matplotlib.patches import FancyBboxPatch
 
@@ -49,6 +49,70 @@ def arrow(ax, points: Iterable[tuple[float, float]], colour: str = "black", lw: 
     xs, ys = zip(*points)
     ax.plot(xs[:-1], ys[:-1], color=colour, lw=lw, solid_capstyle="butt")
     ax.annotate("", xy=points[-1], xytext=points[-2], arrowprops=dict(arrowstyle="-|>", lw=lw, color=colour))
+
+
+def draw_beam_tree(steps, ax=None, title: str | None = None, best: Sequence[str] | None = None):
+    """Draw the hypotheses beam search kept at each step as a tree, with their log-probabilities.
+
+    steps: one list per decoding step of `(tokens, log_prob, finished)`, the hypotheses kept
+    after that step: `tokens` is the whole prefix as a sequence of token strings (without
+    <bos>), `finished` True for a hypothesis that ended with <eos>. A node's parent is its
+    prefix without the last token (the root is <bos>); x is the step, y is laid out so that
+    branches do not cross. `best`, a token sequence, is drawn in a thick line. Returns the Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    nodes: dict[tuple, tuple[float, bool]] = {}
+    for i, step in enumerate(steps):
+        for tokens, log_prob, finished in step:
+            tokens = tuple(tokens)
+            if len(tokens) != i + 1:
+                raise ValueError(f"steps[{i}] must hold prefixes of {i + 1} tokens, got {tokens!r}")
+            nodes[tokens] = (float(log_prob), bool(finished))
+    if not nodes:
+        raise ValueError("steps must hold at least one hypothesis")
+    for tokens in list(nodes):  # every ancestor of a kept hypothesis was kept at its own step
+        for n in range(1, len(tokens)):
+            if tokens[:n] not in nodes:
+                raise ValueError(f"the prefix {tokens[:n]!r} of {tokens!r} is missing from steps[{n - 1}]")
+    children: dict[tuple, list[tuple]] = {}
+    for tokens in nodes:
+        children.setdefault(tokens[:-1], []).append(tokens)
+    y: dict[tuple, float] = {}
+
+    def place(node, next_leaf):  # depth first: leaves one unit apart, a parent at its children's mean
+        kids = sorted(children.get(node, []), key=lambda t: -nodes[t][0])
+        if not kids:
+            y[node] = next_leaf
+            return next_leaf + 1
+        for kid in kids:
+            next_leaf = place(kid, next_leaf)
+        y[node] = sum(y[k] for k in kids) / len(kids)
+        return next_leaf
+
+    n_leaves = place((), 0)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.15 * len(steps) + 2, 0.42 * n_leaves + 1.5))
+    best = tuple(best) if best is not None else None
+    for tokens, (log_prob, finished) in nodes.items():
+        parent = tokens[:-1]
+        on_best = best is not None and best[: len(tokens)] == tokens
+        ax.plot([len(parent), len(tokens)], [y[parent], y[tokens]], color="#0072B2" if on_best else "#999999",
+                lw=2.4 if on_best else 0.9, zorder=1)
+        box(ax, len(tokens), y[tokens], f"{tokens[-1]}  {log_prob:.2f}", COLOURS["cross"] if finished else "white",
+            width=0.82, height=0.34, fontsize=7.5, lw=1.6 if on_best else 0.8,
+            text_colour="white" if finished else "black")
+    box(ax, 0, y[()], "<bos>", COLOURS["io"], width=0.6, height=0.34, fontsize=7.5)
+    ax.set_xlim(-0.5, len(steps) + 0.6)
+    ax.set_ylim(n_leaves - 0.4, -0.6)
+    ax.set_xticks(range(len(steps) + 1))
+    ax.set_xlabel("decoding step (token written, total log-probability of the prefix)")
+    ax.set_yticks([])
+    for side in ("left", "right", "top"):
+        ax.spines[side].set_visible(False)
+    if title:
+        ax.set_title(title)
+    return ax
 
 
 #: Every box of the map: (name, part it belongs to, label), bottom to top, per column.

@@ -278,3 +278,46 @@ def convex_hull(points) -> np.ndarray:
     from .asides import convex_hull as hull
 
     return hull(torch.as_tensor(_as_numpy(points))).numpy()
+
+
+# --- Attention heads, layer by layer (chapter 12) ----------------------------------------------
+
+
+def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[str], title: str | None = None,
+                   xlabel: str = "key (attended to)", ylabel: str = "query (attending)", size: float = 2.3):
+    """Every head of every layer for one input, one row per layer, the mean of the heads last.
+
+    weights: (n_layers, n_heads, q_len, k_len), e.g. `torch.stack([w[0] for w in
+    attention["cross"]])` from `decoding.attention_of`. One colour scale (0 to 1) for every map,
+    so that a sharp head and a diffuse one compare at a glance. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    w = _as_numpy(weights)
+    if w.ndim != 4:
+        raise ValueError(f"weights must be 4-D (n_layers, n_heads, q_len, k_len), got shape {w.shape}")
+    n_layers, n_heads, q_len, k_len = w.shape
+    if len(query_tokens) != q_len or len(key_tokens) != k_len:
+        raise ValueError(f"query_tokens and key_tokens must have {q_len} and {k_len} tokens, "
+                         f"got {len(query_tokens)} and {len(key_tokens)}")
+    fig, axes = plt.subplots(n_layers, n_heads + 1, squeeze=False, sharex=True, sharey=True,
+                             figsize=(size * (n_heads + 1) * max(k_len, 4) / 12 + 1.5, size * n_layers * max(q_len, 4) / 12 + 1.2))
+    for layer in range(n_layers):
+        maps = list(w[layer]) + [w[layer].mean(0)]
+        for col, m in enumerate(maps):
+            ax = axes[layer, col]
+            im = ax.pcolormesh(np.arange(k_len + 1) - 0.5, np.arange(q_len + 1) - 0.5, m, cmap=SEQUENTIAL_CMAP,
+                               vmin=0, vmax=1)
+            ax.set_title(f"layer {layer + 1}, " + (f"head {col + 1}" if col < n_heads else "mean of heads"),
+                         fontsize=9)
+            ax.set_xticks(range(k_len), labels=key_tokens, fontsize=7)
+            ax.set_yticks(range(q_len), labels=query_tokens, fontsize=7)
+            ax.set_ylim(q_len - 0.5, -0.5)
+    for ax in axes[-1]:
+        ax.set_xlabel(xlabel, fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel(ylabel, fontsize=9)
+    fig.colorbar(im, ax=axes, fraction=0.02, pad=0.01, label="attention weight")
+    if title:
+        fig.suptitle(title)
+    return fig

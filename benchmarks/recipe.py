@@ -34,9 +34,11 @@ from pathlib import Path  # noqa: E402
 import torch  # noqa: E402
 
 import transformer_lib as tl  # noqa: E402
-from transformer_lib.data import collate, date_vocabs, make_date_splits, make_loader  # noqa: E402
+from transformer_lib.data import date_vocabs, make_date_splits  # noqa: E402
+from transformer_lib.vocab import collate, make_loader  # noqa: E402
 from transformer_lib.decoding import translate  # noqa: E402
-from transformer_lib.training import TrainConfig, evenly_spaced, factor_for_peak, train  # noqa: E402
+from transformer_lib.recipes import evenly_spaced  # noqa: E402
+from transformer_lib.training import TrainConfig, factor_for_peak, train  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODEL = dict(n_heads=4, n_layers=2, dropout=0.0, max_len=128)
@@ -52,7 +54,7 @@ SETTINGS = {
     "base": dict(subset="first"),
     "lr2e-3-d128": dict(peak_lr=2e-3, d_model=128, d_ff=256, eval_every=100, eval_size=500, target=0.995, subset="first"),
 }
-#: What the table shows, and the recipe chosen (transformer_lib.training.DATE_RECIPE).
+#: What the table shows, and the recipe chosen (transformer_lib.recipes.DATE_RECIPE).
 CONCLUSION = [
     "What it shows. (1) The stopping rule matters most: the validation split is sorted by date, and every run that"
     " checked the first 500 or 1,000 validation dates (1950-1963 or 1950-1976) stopped between 1,300 and 1,900"

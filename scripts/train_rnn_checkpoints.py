@@ -12,7 +12,7 @@ additive and with dot-product (Luong) scores.
 
 Each run is seeded (``--seed``, default 0) and uses a fixed number of threads (``--threads``,
 default 1), so the same command on the same machine and torch version gives the same weights.
-Training is the book's one loop, ``transformer_lib.training.train`` with ``rnn_config()``
+Training is the book's one loop, ``transformer_lib.training.train`` with ``recipes.rnn_config()``
 (Adam, lr 1e-3 for half the steps then decaying linearly to 0, plain cross-entropy, clipping
 at 1.0) on batches from ``vocab.make_loader``. A checkpoint (``transformer_lib.checkpoints``,
 read with ``torch.load(..., weights_only=True)``) stores the weights, the config, both
@@ -35,11 +35,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from transformer_lib import checkpoints  # noqa: E402
-from transformer_lib import data as D  # noqa: E402
+from transformer_lib import data as D
+from transformer_lib import vocab as V  # noqa: E402
 from transformer_lib import rnn as R  # noqa: E402
 from transformer_lib.decoding import translate  # noqa: E402
 from transformer_lib.metrics import accuracy_by_length  # noqa: E402
-from transformer_lib.training import rnn_config, train  # noqa: E402
+from transformer_lib.recipes import rnn_config  # noqa: E402
+from transformer_lib.training import train  # noqa: E402
 
 COPY_ALPHABET = "abcdefghijklmnop"
 COPY_LENGTHS = tuple(range(4, 33, 4))
@@ -61,7 +63,7 @@ def copy_eval_pairs(lengths=COPY_LENGTHS, per_length=COPY_PER_LENGTH):
 
 
 def copy_data(seed):
-    vocab = D.Vocab(COPY_ALPHABET)
+    vocab = V.Vocab(COPY_ALPHABET)
     train = D.make_copy_pairs(100_000, 4, 32, COPY_ALPHABET, seed=seed)
     return train, copy_eval_pairs(), vocab, vocab
 
@@ -96,8 +98,8 @@ def train_one(name, args):
     train_pairs, eval_pairs, src_vocab, tgt_vocab = (copy_data if task == "copy" else date_data)(args.seed)
     model = R.Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=args.emb_dim, hidden_size=args.hidden,
                       attention=attention, bidirectional=True, attn_size=args.hidden).to(args.device)
-    loader = D.make_loader(train_pairs, src_vocab, tgt_vocab, batch_size=args.batch_size, seed=args.seed)
-    val = [D.collate([p[:2] for p in eval_pairs], src_vocab, tgt_vocab)]
+    loader = V.make_loader(train_pairs, src_vocab, tgt_vocab, batch_size=args.batch_size, seed=args.seed)
+    val = [V.collate([p[:2] for p in eval_pairs], src_vocab, tgt_vocab)]
     cfg = rnn_config(max_steps=steps, lr=args.lr, eval_every=args.eval_every)
     out = Path(args.out) / f"{name}.pt"
     history, start, own_eval = [], time.perf_counter(), [0.0]  # own_eval: seconds in on_eval

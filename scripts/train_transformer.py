@@ -4,7 +4,7 @@
     python scripts/train_transformer.py --update-shipped   # replaces transformer_lib/checkpoints/transformer_dates.*
 
 The recipe (model size, batch, peak learning rate, warm-up, evaluation and stopping rule) is
-`transformer_lib.training.DATE_RECIPE`, the one chapter 11 trains with live, and the loop is
+`transformer_lib.recipes.DATE_RECIPE`, the one chapter 11 trains with live, and the loop is
 `tl.train`. The run is deterministic for a given seed, thread count and kernel set; it stops
 on reaching the validation target or at the step cap, never on wall time. The best model by
 validation accuracy is saved (`transformer_lib.checkpoints`: weights, config, both vocabularies),
@@ -26,10 +26,12 @@ import torch
 
 import transformer_lib as tl
 from transformer_lib.checkpoints import load, save
-from transformer_lib.data import collate, date_vocabs, make_date_splits, make_loader
+from transformer_lib.data import date_vocabs, make_date_splits
+from transformer_lib.vocab import collate, make_loader
 from transformer_lib.decoding import translate
 from transformer_lib.metrics import character_error_rate, exact_match
-from transformer_lib.training import DATE_MODEL, DATE_RECIPE, evenly_spaced, recipe_config, train
+from transformer_lib.recipes import DATE_MODEL, DATE_RECIPE, evenly_spaced, recipe_config
+from transformer_lib.training import train
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.pt"

@@ -4,7 +4,8 @@ import torch
 
 import transformer_lib as tl
 from transformer_lib import checkpoints, rnn
-from transformer_lib.data import collate, date_vocabs
+from transformer_lib.data import date_vocabs
+from transformer_lib.vocab import collate
 from transformer_lib.vocab import Vocab
 
 SRC, TGT = Vocab("abcdef"), Vocab("xyz")

@@ -44,11 +44,8 @@ def test_the_book_data_is_unchanged(plain):
 
 def test_vocabulary_names_moved_to_vocab():
     assert "Vocab" not in D.__all__ and "Vocab" not in vars(D)
-    with pytest.warns(DeprecationWarning, match="transformer_lib.vocab.collate"):
-        from transformer_lib.data import collate
-    assert collate is V.collate
-    with pytest.raises(AttributeError, match="no_such_name"):
-        D.no_such_name
+    with pytest.raises(ImportError):
+        from transformer_lib.data import collate  # noqa: F401
 
 
 def test_vocab_round_trip_on_dates(splits):

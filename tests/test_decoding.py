@@ -209,7 +209,7 @@ def test_metrics():
 
 
 def test_translate_decodes_strings_in_batches_like_greedy_decode():
-    from transformer_lib.data import Vocab, collate
+    from transformer_lib.vocab import Vocab, collate
     from transformer_lib.decoding import translate
 
     vocab = Vocab("abcdef")
@@ -223,3 +223,19 @@ def test_translate_decodes_strings_in_batches_like_greedy_decode():
     assert len(translate(model, sources, vocab, vocab, max_len=7, beam_size=3)) == 5
     with pytest.raises(TypeError, match="not a single string"):
         translate(model, "abc", vocab, vocab)
+
+
+def test_alignment_of_gives_the_weights_seen_while_decoding():
+    model, src_vocab, tgt_vocab, _ = tl.checkpoints.load(tl.CHECKPOINTS / "date_additive.pt")
+    sources = ["mardi 3 mars 1998", "3/3/98"]
+    outputs = tl.decoding.translate(model, sources, src_vocab, tgt_vocab, max_len=11)
+    maps = tl.decoding.alignment_of(model, sources, outputs, src_vocab, tgt_vocab)
+    for source, output, w in zip(sources, outputs, maps):
+        assert w.shape == (len(output) + 1, len(source))
+        torch.testing.assert_close(w.sum(-1), torch.ones(len(output) + 1))
+        # the first row, decoded alone from <bos>, is the first step's weights
+        src, _ = tl.vocab.collate([(source, "")], src_vocab, tgt_vocab)
+        first = model.alignment(src, torch.tensor([[tl.vocab.BOS_ID]]))[0, 0]
+        torch.testing.assert_close(w[0], first)
+    with pytest.raises(ValueError, match="pair up"):
+        tl.decoding.alignment_of(model, sources, outputs[:1], src_vocab, tgt_vocab)

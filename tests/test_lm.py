@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from transformer_lib import lm
-from transformer_lib.data import Vocab
+from transformer_lib.vocab import Vocab
 
 
 def make_model(dtype=torch.float32, norm_first=True, seed=0, **sizes):

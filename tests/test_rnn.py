@@ -4,18 +4,20 @@ import pytest
 import torch
 
 from transformer_lib import data as D
+from transformer_lib import vocab as V
 from transformer_lib import rnn as R
 from transformer_lib.decoding import greedy_decode, translate
 from transformer_lib.masks import masked_softmax, padding_mask
 from transformer_lib.metrics import accuracy_by_length, exact_match
-from transformer_lib.training import TrainConfig, rnn_config, train
+from transformer_lib.recipes import rnn_config
+from transformer_lib.training import TrainConfig, train
 
-VOCAB = D.Vocab("abcdefghijklmnop")
+VOCAB = V.Vocab("abcdefghijklmnop")
 
 
 def _batch(n=5, lo=2, hi=9, seed=0):
     pairs = D.make_copy_pairs(n, lo, hi, seed=seed)
-    return pairs, *D.collate(pairs, VOCAB, VOCAB)
+    return pairs, *V.collate(pairs, VOCAB, VOCAB)
 
 
 def _model(attention, **kw):
@@ -135,7 +137,7 @@ def test_padding_does_not_change_outputs(attention):
     model = _model(attention)
     logits = model(src, tgt[:, :-1])
     for i, (s, t) in enumerate(pairs):
-        s1, t1 = D.collate([(s, t)], VOCAB, VOCAB)
+        s1, t1 = V.collate([(s, t)], VOCAB, VOCAB)
         alone = model(s1, t1[:, :-1])
         torch.testing.assert_close(logits[i, : len(t) + 1], alone[0], atol=1e-5, rtol=1e-5)
 
@@ -164,13 +166,13 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention
     out = greedy_decode(model, src, max_len=7)
     ids = out.tokens
     assert ids.shape[0] == 5 and ids.shape[1] <= 7
-    tgt_in = torch.cat([torch.full((5, 1), D.BOS_ID), ids[:, :-1]], dim=1)
+    tgt_in = torch.cat([torch.full((5, 1), V.BOS_ID), ids[:, :-1]], dim=1)
     logits = model(src, tgt_in)
     steps = ids.shape[1]
     # every output token is the argmax (over the tokens decoding may write) of the forward pass
     allowed = logits.clone()
-    allowed[..., [D.PAD_ID, D.BOS_ID]] = float("-inf")
-    written = ids != D.PAD_ID
+    allowed[..., [V.PAD_ID, V.BOS_ID]] = float("-inf")
+    written = ids != V.PAD_ID
     assert torch.equal(allowed.argmax(-1)[written], ids[written])
     logp = logits.log_softmax(-1).gather(-1, ids[..., None]).squeeze(-1)  # <pad>, <bos>: never written
     torch.testing.assert_close(out.scores, (logp * written).sum(1))
@@ -198,7 +200,7 @@ def test_train_trains_a_small_seq2seq_deterministically():
     pairs = D.make_copy_pairs(200, 2, 4, alphabet="abcd", seed=0)
     runs = []
     for _ in range(2):
-        loader = D.make_loader(pairs, VOCAB, VOCAB, batch_size=32, seed=3)  # a fresh loader: the same batches
+        loader = V.make_loader(pairs, VOCAB, VOCAB, batch_size=32, seed=3)  # a fresh loader: the same batches
         model = _model("additive").train()
         runs.append(train(model, loader, None, rnn_config(max_steps=150, lr=1e-2)).loss)
     assert runs[0] == runs[1]
@@ -210,7 +212,7 @@ def test_train_trains_a_small_seq2seq_deterministically():
 
 def test_the_warmup_schedule_needs_d_model_for_a_seq2seq():
     model = _model("dot")
-    batches = [D.collate([("ab", "ab")], VOCAB, VOCAB)]
+    batches = [V.collate([("ab", "ab")], VOCAB, VOCAB)]
     with pytest.raises(ValueError, match="d_model"):
         train(model, batches, None, TrainConfig(max_steps=1, progress=False))
     hist = train(model, batches, None, TrainConfig(max_steps=2, d_model=16, warmup=4, progress=False))
@@ -219,7 +221,7 @@ def test_the_warmup_schedule_needs_d_model_for_a_seq2seq():
 
 def test_rnn_config_schedule_is_constant_then_linear_to_zero():
     model = _model(None)
-    batches = [D.collate([("ab", "ab"), ("c", "c")], VOCAB, VOCAB)]
+    batches = [V.collate([("ab", "ab"), ("c", "c")], VOCAB, VOCAB)]
     lr = train(model, batches, None, rnn_config(max_steps=8)).lr
     assert lr == pytest.approx([1e-3] * 5 + [0.75e-3, 0.5e-3, 0.25e-3])
 

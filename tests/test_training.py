@@ -8,11 +8,13 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib.data import Vocab, collate, make_copy_pairs
+from transformer_lib.data import make_copy_pairs
+from transformer_lib.vocab import Vocab, collate
 from transformer_lib.decoding import greedy_decode
 from transformer_lib import checkpoints
-from transformer_lib.training import (DATE_MODEL, DATE_RECIPE, Batch, LabelSmoothingLoss, TrainConfig,
-                                      evenly_spaced, factor_for_peak, noam_lr, recipe_config, train,
+from transformer_lib.recipes import DATE_MODEL, DATE_RECIPE, evenly_spaced, recipe_config
+from transformer_lib.training import (Batch, LabelSmoothingLoss, TrainConfig, evaluate,
+                                      factor_for_peak, noam_lr, train,
                                       warmup_scheduler)
 
 
@@ -223,3 +225,35 @@ def test_evenly_spaced_spreads_over_the_list():
     assert evenly_spaced(items, 500) == items
     with pytest.raises(ValueError, match="n must be a positive integer"):
         evenly_spaced(items, 0)
+
+
+def _greedy_right(model, pairs, src_vocab, tgt_vocab):
+    outs = tl.decoding.translate(model, [s for s, _ in pairs], src_vocab, tgt_vocab,
+                                 max_len=max(len(t) for _, t in pairs) + 1)
+    return [o == t for o, (_, t) in zip(outs, pairs)]
+
+
+def _teacher_forced_right(model, pairs, src_vocab, tgt_vocab, cfg):
+    return [evaluate(model, [collate([p], src_vocab, tgt_vocab)], cfg)[0] == 1.0 for p in pairs]
+
+
+def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_rnn():
+    # an RNN without attention on copy strings of length 12-20: about half right, half wrong
+    model, src_vocab, tgt_vocab, _ = checkpoints.load(tl.CHECKPOINTS / "copy_none.pt")
+    pairs = [p for n in (12, 16, 20) for p in make_copy_pairs(60, n, n, seed=50 + n)]
+    greedy = _greedy_right(model, pairs, src_vocab, tgt_vocab)
+    assert 0.2 < sum(greedy) / len(greedy) < 0.8  # both kinds of outcome are tested
+    assert _teacher_forced_right(model, pairs, src_vocab, tgt_vocab, TrainConfig(label_smoothing=0.0)) == greedy
+
+
+def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_transformer():
+    model, src_vocab, tgt_vocab, _ = checkpoints.load(tl.CHECKPOINTS / "transformer_dates.pt")
+    test = tl.data.make_date_splits(seed=0).test
+    greedy = _greedy_right(model, test, src_vocab, tgt_vocab)
+    wrong = [p for p, ok in zip(test, greedy) if not ok]
+    assert wrong, "the shipped model makes a few errors on the test dates"
+    sample = wrong + [p for p, ok in zip(test, greedy) if ok][:200]
+    expected = [False] * len(wrong) + [True] * (len(sample) - len(wrong))
+    assert _teacher_forced_right(model, sample, src_vocab, tgt_vocab, recipe_config()) == expected
+    batch = [collate(test, src_vocab, tgt_vocab)]  # one padded batch: the same count
+    assert evaluate(model, batch, recipe_config())[0] == sum(greedy) / len(test)

@@ -13,6 +13,7 @@ One module per concept, in the paper's order:
   loop (Transformer and RNN alike)
 - `decoding`: greedy and beam search on ids, `translate` on strings, for every model
 - `metrics`: exact match (overall and by input length), character error rate, BLEU
+- `recipes`: the settings the book trains its date Transformer and its RNNs with
 - `checkpoints`: the one checkpoint format (weights, config, vocabularies, record)
 - `vocab`: character vocabularies and padded batches
 - `dates`: dates written as people write them (CLDR patterns via Babel)
@@ -43,7 +44,7 @@ from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
 from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
-               efficient, interop, lm, masks, metrics, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
+               efficient, interop, lm, masks, metrics, recipes, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -54,7 +55,7 @@ __all__ = [
     "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
-    "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training",
+    "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "recipes",
     "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as _dt
 import random
 import re
-import warnings
 from typing import NamedTuple, Sequence
 
 from . import vocab as _vocab
@@ -34,16 +33,6 @@ __all__ = [
 ISO_ALPHABET = "-0123456789"
 YEARS = (1950, 2049)
 
-
-def __getattr__(name: str):
-    # Transitional (issue 15): the vocabulary and batching names moved to transformer_lib.vocab.
-    # Modules owned by others (decoding.translate, some tests and scripts) still import them
-    # from here; delete this function once they import from vocab.
-    if name in _vocab.__all__:
-        warnings.warn(f"transformer_lib.data.{name} moved: use transformer_lib.vocab.{name}",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(_vocab, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 def all_dates(years: tuple[int, int] = YEARS) -> list[_dt.date]:
     """Every calendar date from 1 January of ``years[0]`` to 31 December of ``years[1]``."""

@@ -17,6 +17,7 @@ from torch import nn
 
 from ._checks import check_positive_int, check_tensor, check_token_ids
 from .attention import record_attention
+from .attention_maps import attention_kind
 from .masks import padding_mask
 
 
@@ -201,13 +202,26 @@ def attention_of(model: nn.Module, src: torch.Tensor, tgt: torch.Tensor, pad_id:
         model.decode(tgt, model.encode(src, src_mask), src_mask)
     groups: dict[str, list[torch.Tensor]] = {"encoder": [], "decoder": [], "cross": []}
     for name, w in weights.items():  # names like "encoder.layers.0.self_attn"
-        if name.startswith("encoder."):
-            groups["encoder"].append(w)
-        elif name.endswith("cross_attn"):
-            groups["cross"].append(w)
-        else:
-            groups["decoder"].append(w)
+        groups[attention_kind(name)].append(w)
     return groups
+
+
+@torch.no_grad()
+def alignment_of(model: nn.Module, sources, outputs, src_vocab, tgt_vocab) -> list[torch.Tensor]:
+    """The alignment of a recurrent model with attention (`rnn.Seq2Seq`) for each pair of a
+    source string and the output it decoded: a (len(output) + 1, len(source)) matrix whose row
+    t holds the weights alpha[t, t'] with which output character t was written (the last row:
+    <eos>). The decoder reads its own previous outputs, so one teacher-forced pass over the
+    outputs gives exactly the weights seen while decoding them."""
+    from .vocab import collate
+
+    if isinstance(sources, str) or isinstance(outputs, str):
+        raise TypeError("sources and outputs must be lists of strings, not single strings")
+    if len(sources) != len(outputs):
+        raise ValueError(f"sources and outputs must pair up, got {len(sources)} and {len(outputs)}")
+    src, tgt = collate(list(zip(sources, outputs)), src_vocab, tgt_vocab)
+    weights = model.alignment(src, tgt[:, :-1])  # (B, T_y, T_x)
+    return [weights[i, : len(o) + 1, : len(s)] for i, (s, o) in enumerate(zip(sources, outputs))]
 
 
 def translate(model: nn.Module, sources, src_vocab, tgt_vocab, max_len: int = 40, beam_size: int = 1,

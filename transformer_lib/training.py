@@ -181,45 +181,6 @@ def lr_schedule(cfg: TrainConfig, model: nn.Module) -> Callable[[int], float]:
     return lambda s: cfg.lr * min(1.0, 2.0 * (1.0 - (s - 1) / cfg.max_steps))
 
 
-#: The recipe the book trains its date model with: chapter 11 runs it live and
-#: scripts/train_transformer.py makes the shipped checkpoint with it. benchmarks/recipe.py is
-#: the study that chose it (benchmarks/RESULTS.md): evaluate greedily on `eval_size`
-#: validation dates spread over the calendar (`evenly_spaced`) every `eval_every` steps, stop
-#: at `target` or at `max_steps`.
-DATE_MODEL = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, dropout=0.0, max_len=128)
-DATE_RECIPE = dict(batch_size=64, peak_lr=3e-3, warmup=300, label_smoothing=0.1, clip_norm=1.0,
-                   eval_every=100, eval_size=1000, target=0.996, max_steps=3000)
-
-
-def evenly_spaced(items: list, n: int) -> list:
-    """`n` items spread evenly over `items` (all of them if there are fewer). The date splits
-    are sorted by calendar date, so the first n would hold only the earliest years: a check on
-    them says little about the rest of the century."""
-    check_positive_int("n", n)
-    if n >= len(items):
-        return list(items)
-    return [items[(i * len(items)) // n] for i in range(n)]
-
-
-def recipe_config(recipe: dict | None = None, d_model: int = 64, **overrides) -> TrainConfig:
-    """The `TrainConfig` of a recipe such as `DATE_RECIPE` (its peak learning rate turned into
-    the `factor` of equation (3)); keyword arguments override TrainConfig fields."""
-    r = {**DATE_RECIPE, **(recipe or {})}
-    kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], factor=factor_for_peak(r["peak_lr"], d_model, r["warmup"]),
-              label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
-              target_accuracy=r["target"], progress=False)
-    return TrainConfig(**{**kw, **overrides})
-
-
-def rnn_config(**overrides) -> TrainConfig:
-    """The recipe of the recurrent checkpoints (Part I): Adam with PyTorch's default betas and
-    epsilon, lr 1e-3 for half the steps then decaying linearly to 0, plain cross-entropy,
-    clipping at 1.0. Keyword arguments override TrainConfig fields."""
-    kw = dict(schedule="linear_decay", lr=1e-3, betas=(0.9, 0.999), adam_eps=1e-8, label_smoothing=0.0,
-              clip_norm=1.0, progress=False)
-    return TrainConfig(**{**kw, **overrides})
-
-
 @dataclass
 class History:
     """What happened during `train`: per-step loss and learning rate, per-evaluation accuracy."""
@@ -249,12 +210,16 @@ def _forever(loader: Iterable) -> Iterable:
 
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[float, float]:
-    """(exact-match accuracy, mean label-smoothed loss) over `batches` of (src, tgt) ids.
+    """(exact-match accuracy, mean label-smoothed loss) over `batches` of (src, tgt) ids, from
+    one teacher-forced pass per batch.
 
-    Accuracy decodes greedily and counts a sequence correct when every token up to and
-    including <eos> matches."""
-    from .decoding import greedy_decode, strip_special
-
+    A target counts as correct when, reading the correct prefix, the model's most likely next
+    token (never <bos> or <pad>, which decoding cannot produce) is right at every position up
+    to and including <eos>. That is exactly when greedy decoding outputs it: if every such
+    argmax is right, greedy decoding reads the same prefixes and so makes the same choices,
+    step by step; at the first wrong one, greedy decoding goes wrong too. One parallel pass
+    replaces a decoder pass per output token (tests/test_training.py compares the two on the
+    shipped models; in floating point they could differ only at an exact tie)."""
     was_training = model.training
     model.eval()
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
@@ -262,13 +227,13 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
     losses = []
     device = next(model.parameters()).device
     for src, tgt in batches:
-        src, tgt = src.to(device), tgt.to(device)
-        b = Batch.from_ids(src, tgt, cfg.pad_id)
-        losses.append(loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out).item())
-        out = greedy_decode(model, src, max_len=tgt.shape[1], bos_id=cfg.bos_id, eos_id=cfg.eos_id, pad_id=cfg.pad_id)
-        for pred, ref in zip(out.tokens, tgt[:, 1:]):
-            correct += strip_special(pred, cfg.eos_id, cfg.pad_id) == strip_special(ref, cfg.eos_id, cfg.pad_id)
-            total += 1
+        b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
+        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)        # (B, T, V)
+        losses.append(loss_fn(logits, b.tgt_out).item())
+        logits[..., [cfg.bos_id, cfg.pad_id]] = float("-inf")          # as in greedy decoding
+        right = (logits.argmax(-1) == b.tgt_out) | (b.tgt_out == cfg.pad_id)
+        correct += int(right.all(-1).sum())
+        total += len(b.src)
     model.train(was_training)
     return correct / max(total, 1), sum(losses) / max(len(losses), 1)
 

@@ -1,0 +1,46 @@
+"""The book's training recipes: the date Transformer's (chapter 11, the shipped checkpoint) and
+the recurrent checkpoints' (Part I), as settings for the one loop, `training.train`."""
+from __future__ import annotations
+
+from ._checks import check_positive_int
+from .training import TrainConfig, factor_for_peak
+
+__all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_config"]
+
+#: The date model and the recipe it is trained with: chapter 11 runs it live and
+#: scripts/train_transformer.py makes the shipped checkpoint with it. benchmarks/recipe.py is
+#: the study that chose it (benchmarks/RESULTS.md): check greedy exact match (`training.evaluate`)
+#: on `eval_size` validation dates spread over the calendar (`evenly_spaced`) every `eval_every` steps, stop
+#: at `target` or at `max_steps`.
+DATE_MODEL = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, dropout=0.0, max_len=128)
+DATE_RECIPE = dict(batch_size=64, peak_lr=3e-3, warmup=300, label_smoothing=0.1, clip_norm=1.0,
+                   eval_every=100, eval_size=1000, target=0.996, max_steps=3000)
+
+
+def evenly_spaced(items: list, n: int) -> list:
+    """`n` items spread evenly over `items` (all of them if there are fewer). The date splits
+    are sorted by calendar date, so the first n would hold only the earliest years: a check on
+    them says little about the rest of the century."""
+    check_positive_int("n", n)
+    if n >= len(items):
+        return list(items)
+    return [items[(i * len(items)) // n] for i in range(n)]
+
+
+def recipe_config(recipe: dict | None = None, d_model: int = 64, **overrides) -> TrainConfig:
+    """The `TrainConfig` of a recipe such as `DATE_RECIPE` (its peak learning rate turned into
+    the `factor` of equation (3)); keyword arguments override TrainConfig fields."""
+    r = {**DATE_RECIPE, **(recipe or {})}
+    kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], factor=factor_for_peak(r["peak_lr"], d_model, r["warmup"]),
+              label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
+              target_accuracy=r["target"], progress=False)
+    return TrainConfig(**{**kw, **overrides})
+
+
+def rnn_config(**overrides) -> TrainConfig:
+    """The recipe of the recurrent checkpoints (Part I): Adam with PyTorch's default betas and
+    epsilon, lr 1e-3 for half the steps then decaying linearly to 0, plain cross-entropy,
+    clipping at 1.0. Keyword arguments override TrainConfig fields."""
+    kw = dict(schedule="linear_decay", lr=1e-3, betas=(0.9, 0.999), adam_eps=1e-8, label_smoothing=0.0,
+              clip_norm=1.0, progress=False)
+    return TrainConfig(**{**kw, **overrides})

@@ -34,11 +34,12 @@ def check_probability(name: str, value) -> None:
 
 
 def check_token_ids(name: str, ids, vocab_size: int) -> None:
-    """Token ids must be an integer tensor with every id in [0, vocab_size)."""
+    """Token ids must be an integer tensor with every id in [0, vocab_size). On the `meta`
+    device (shapes without values) only the shape and dtype can be checked."""
     check_tensor(name, ids, ndim=2)
     if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise TypeError(f"{name} must hold integer token ids (batch, length), got dtype {ids.dtype}")
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+    if ids.numel() and not ids.is_meta and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
         raise ValueError(
             f"{name} holds token ids in [{int(ids.min())}, {int(ids.max())}], "
             f"but the vocabulary has ids 0..{vocab_size - 1}"
@@ -57,12 +58,14 @@ def check_tokens(name: str, tokens) -> list[str] | None:
     return list(tokens)
 
 
-def as_numpy(name: str, x, what: str = "a tensor or array") -> np.ndarray:
-    """`x` (a tensor, on any device, with or without gradients, or a NumPy array of numbers) as a
-    float64 NumPy array: the one tensor-to-NumPy conversion of the package. `what` completes the
-    TypeError for anything else ("{name} must be {what}")."""
+def as_numpy(name: str, x, what: str = "a tensor, an array or a list of numbers") -> np.ndarray:
+    """`x` (a tensor, on any device, with or without gradients, a NumPy array or a nested list of
+    numbers) as a float64 NumPy array: the one tensor-to-NumPy conversion of the package. `what`
+    completes the TypeError for anything else ("{name} must be {what}")."""
     if isinstance(x, torch.Tensor):
         return x.detach().to("cpu", torch.float64).numpy()
+    if isinstance(x, (list, tuple)):
+        x = np.asarray(x)
     if isinstance(x, np.ndarray):
         if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
             raise TypeError(f"{name} must hold numbers, got an array of dtype {x.dtype}")

@@ -115,7 +115,7 @@ class Transformer(nn.Module):
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, S) source ids -> memory (batch, S, d_model). Padding is masked by default."""
-        _check_ids("src", src, self.config.src_vocab)
+        check_token_ids("src", src, self.config.src_vocab)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
         return self.encoder(self.embed_src(src), src_mask)
@@ -126,7 +126,7 @@ class Transformer(nn.Module):
         tgt_mask defaults to the causal mask combined with the target's padding mask; src_mask
         (the source padding mask) is needed whenever the source batch holds padding.
         """
-        _check_ids("tgt", tgt, self.config.tgt_vocab)
+        check_token_ids("tgt", tgt, self.config.tgt_vocab)
         if tgt_mask is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)
         h = self.decoder(self.embed_tgt(tgt), memory, tgt_mask, src_mask)  # (B, T, d_model)
@@ -134,10 +134,9 @@ class Transformer(nn.Module):
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """src (batch, S), tgt (batch, T) token ids -> logits (batch, T, tgt_vocab)."""
-        _check_ids("src", src, self.config.src_vocab)
+        memory = self.encode(src, src_mask)  # checks src
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)
 
     def extra_repr(self) -> str:
@@ -148,8 +147,3 @@ def count_parameters(model: nn.Module, trainable_only: bool = True) -> int:
     """The number of distinct parameters (a tied matrix counts once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
-
-def _check_ids(name: str, ids, vocab_size: int) -> None:
-    """`check_token_ids`; ids on the meta device (shapes only) have no values to range-check."""
-    meta = isinstance(ids, torch.Tensor) and ids.is_meta and ids.dim() > 0
-    check_token_ids(name, ids[:0] if meta else ids, vocab_size)

@@ -14,7 +14,7 @@
      `_css_url`, relative to the page). The attention explorer's front end is taken from
      transformer_lib/static/ (the library that builds the site), not from the copy saved with
      the notebook, so a fix to it reaches the site without re-executing the chapters; its
-     data format is the one `explorer.py` writes into the state (`data.version`).
+     data format is the one `explorer_state.py` writes into the state (`data.version`).
    - loads widget-loader.js (a few kB) instead of require.js, widgets-config.js and
      embed-amd.js.
 

@@ -29,11 +29,15 @@ class HandMadeModel(nn.Module):
     def encode(self, src, src_mask=None):
         return torch.zeros(src.shape[0], src.shape[1], 1)
 
+    def next_probs(self, prefix: list[int]) -> dict[int, float]:
+        """P(next token | prefix), prefix = [<bos>, y_1, ..., y_t]."""
+        return self.table[prefix[-1]]
+
     def decode(self, tgt, memory, src_mask=None):
         logits = torch.full((*tgt.shape, 5), -1e9)
         for b in range(tgt.shape[0]):
             for t in range(tgt.shape[1]):
-                for tok, p in self.table[tgt[b, t].item()].items():
+                for tok, p in self.next_probs(tgt[b, : t + 1].tolist()).items():
                     logits[b, t, tok] = math.log(p)
         return logits
 
@@ -113,29 +117,17 @@ def test_greedy_stops_every_row_after_eos_and_pads():
         assert all(t == PAD for t in row[row.index(EOS) + 1 :])
 
 
-class TwoEndingsModel(nn.Module):
+class TwoEndingsModel(HandMadeModel):
     """After <bos>: a (0.6) or b (0.4); after a: <eos>; after b: b, b, then <eos>, all certain.
     So log P("a <eos>") = log 0.6 = -0.51 over two tokens and log P("b b b <eos>") = log 0.4 =
     -0.92 over four. With alpha = 0 the short one wins; dividing by lp(Y) = ((5 + |Y|) / 6)^alpha
     with alpha = 5 favours the long one: -0.51 / 2.16 = -0.24 against -0.92 / 7.59 = -0.12."""
 
-    def encode(self, src, src_mask=None):
-        return torch.zeros(src.shape[0], src.shape[1], 1)
-
-    def decode(self, tgt, memory, src_mask=None):
-        logits = torch.full((*tgt.shape, 5), -1e9)
-        for b in range(tgt.shape[0]):
-            for t in range(tgt.shape[1]):
-                prefix = tgt[b, 1 : t + 1].tolist()
-                if not prefix:
-                    table = {A: 0.6, B: 0.4}
-                elif prefix[0] == A or len(prefix) >= 3:
-                    table = {EOS: 1.0}
-                else:
-                    table = {B: 1.0}
-                for tok, p in table.items():
-                    logits[b, t, tok] = math.log(p)
-        return logits
+    def next_probs(self, prefix: list[int]) -> dict[int, float]:
+        written = prefix[1:]
+        if not written:
+            return {A: 0.6, B: 0.4}
+        return {EOS: 1.0} if written[0] == A or len(written) >= 3 else {B: 1.0}
 
 
 def test_length_penalty_changes_which_hypothesis_beam_search_picks():

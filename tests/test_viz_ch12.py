@@ -11,11 +11,12 @@ from transformer_lib import diagrams, viz  # noqa: E402
 def test_plot_head_grid_draws_every_head_and_the_mean():
     w = torch.softmax(torch.randn(2, 3, 4, 5), -1)
     fig = viz.plot_head_grid(w, list("abcd"), list("vwxyz"))
-    maps = [ax for ax in fig.axes if ax.get_title()]
-    assert [ax.get_title() for ax in maps[:4]] == ["layer 1, head 1", "layer 1, head 2", "layer 1, head 3",
-                                                   "layer 1, mean of heads"]
-    assert len(maps) == 2 * 4
-    drawn = maps[3].collections[0].get_array().reshape(4, 5)
+    maps = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert sorted(maps) == sorted(f"layer {l}, {h}" for l in (1, 2) for h in ("head 1", "head 2", "head 3", "mean of heads"))
+    column = [ax for ax in fig.axes if ax.get_title().startswith("layer 1")]   # layer 1: one column, mean last
+    assert [ax.get_title() for ax in column][-1] == "layer 1, mean of heads"
+    assert len({round(ax.get_position().x0, 3) for ax in column}) == 1
+    drawn = maps["layer 1, mean of heads"].collections[0].get_array().reshape(4, 5)
     assert torch.allclose(torch.as_tensor(drawn, dtype=torch.float64), w[0].mean(0).double(), atol=1e-6)
     plt.close(fig)
 
@@ -32,9 +33,10 @@ def test_draw_beam_tree_places_children_right_of_their_parent():
              [(("B", "A"), -1.2, False), (("A", "A"), -1.6, True)]]
     ax = diagrams.draw_beam_tree(steps, best=("B", "A"))
     labels = {t.get_text(): t.get_position() for t in ax.texts}
-    assert set(labels) == {"<bos>", "A  -0.40", "B  -1.10", "A  -1.20", "A  -1.60"}
-    assert labels["A  -1.20"][0] == 2 and labels["B  -1.10"][0] == 1
-    assert labels["A  -1.20"][1] == labels["B  -1.10"][1]      # an only child sits level with its parent
+    assert set(labels) == {"<bos>", "A", "B", "-0.40", "-1.10", "-1.20", "-1.60"}
+    assert labels["-1.20"][0] == 2 and labels["-1.10"][0] == 1 and labels["B"][0] == 1
+    assert labels["-1.20"][1] == labels["-1.10"][1]            # an only child sits level with its parent
+    assert labels["-1.10"][1] < labels["B"][1]                  # the log-probability above its box (y points down)
     thick = [line for line in ax.lines if line.get_linewidth() > 2]
     assert len(thick) == 2                                      # <bos> -> B -> A
     plt.close(ax.figure)

@@ -91,22 +91,24 @@ def draw_beam_tree(steps, ax=None, title: str | None = None, best: Sequence[str]
         return next_leaf
 
     n_leaves = place((), 0)
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.15 * len(steps) + 2, 0.42 * n_leaves + 1.5))
+    if ax is None:  # about 0.6 inch a step, so that a dozen steps fit a page's column unshrunk
+        _, ax = plt.subplots(figsize=(0.62 * len(steps) + 1.6, 0.45 * n_leaves + 1.3))
     best = tuple(best) if best is not None else None
     for tokens, (log_prob, finished) in nodes.items():
         parent = tokens[:-1]
         on_best = best is not None and best[: len(tokens)] == tokens
         ax.plot([len(parent), len(tokens)], [y[parent], y[tokens]], color="#0072B2" if on_best else "#999999",
-                lw=2.4 if on_best else 0.9, zorder=1)
-        box(ax, len(tokens), y[tokens], f"{tokens[-1]}  {log_prob:.2f}", COLOURS["cross"] if finished else "white",
-            width=0.82, height=0.34, fontsize=7.5, lw=1.6 if on_best else 0.8,
+                lw=2.4 if on_best else 0.9, zorder=0.5)  # under the boxes
+        token = tokens[-1]  # the token in the box, the prefix's log-probability above it
+        box(ax, len(tokens), y[tokens], token, COLOURS["cross"] if finished else "white", width=0.62, height=0.46,
+            fontsize=11 if len(token) == 1 else 8, lw=1.6 if on_best else 0.8,
             text_colour="white" if finished else "black")
-    box(ax, 0, y[()], "<bos>", COLOURS["io"], width=0.6, height=0.34, fontsize=7.5)
+        ax.text(len(tokens), y[tokens] - 0.27, f"{log_prob:.2f}", ha="center", va="bottom", fontsize=8, color="#333333")
+    box(ax, 0, y[()], "<bos>", COLOURS["io"], width=0.62, height=0.46, fontsize=8)
     ax.set_xlim(-0.5, len(steps) + 0.6)
     ax.set_ylim(n_leaves - 0.4, -0.6)
     ax.set_xticks(range(len(steps) + 1))
-    ax.set_xlabel("decoding step (token written, total log-probability of the prefix)")
+    ax.set_xlabel("decoding step (each box: the token written, above it the total log-probability of the prefix)")
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)

@@ -281,7 +281,9 @@ def convex_hull(points) -> np.ndarray:
 
 def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[str], title: str | None = None,
                    xlabel: str = "key (attended to)", ylabel: str = "query (attending)", size: float = 2.3):
-    """Every head of every layer for one input, one row per layer, the mean of the heads last.
+    """Every head of every layer for one input: one column per layer, one row per head, and the
+    mean of the heads in the last row (a layer's heads stacked, so the figure stays as narrow as a
+    page while each map keeps readable tokens).
 
     weights: (n_layers, n_heads, q_len, k_len), e.g. `torch.stack([w[0] for w in
     attention["cross"]])` from `decoding.attention_of`. One colour scale (0 to 1) for every map,
@@ -296,24 +298,24 @@ def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[st
     if len(query_tokens) != q_len or len(key_tokens) != k_len:
         raise ValueError(f"query_tokens and key_tokens must have {q_len} and {k_len} tokens, "
                          f"got {len(query_tokens)} and {len(key_tokens)}")
-    fig, axes = plt.subplots(n_layers, n_heads + 1, squeeze=False, sharex=True, sharey=True,
-                             figsize=(size * (n_heads + 1) * max(k_len, 4) / 12 + 1.5, size * n_layers * max(q_len, 4) / 12 + 1.2))
+    fig, axes = plt.subplots(n_heads + 1, n_layers, squeeze=False, sharex=True, sharey=True,
+                             figsize=(size * n_layers * max(k_len, 4) / 12 + 1.5, size * (n_heads + 1) * max(q_len, 4) / 12 + 1.2))
     for layer in range(n_layers):
         maps = list(w[layer]) + [w[layer].mean(0)]
-        for col, m in enumerate(maps):
-            ax = axes[layer, col]
+        for row, m in enumerate(maps):
+            ax = axes[row, layer]
             im = ax.pcolormesh(np.arange(k_len + 1) - 0.5, np.arange(q_len + 1) - 0.5, m, cmap=SEQUENTIAL_CMAP,
                                vmin=0, vmax=1)
-            ax.set_title(f"layer {layer + 1}, " + (f"head {col + 1}" if col < n_heads else "mean of heads"),
+            ax.set_title(f"layer {layer + 1}, " + (f"head {row + 1}" if row < n_heads else "mean of heads"),
                          fontsize=9)
-            ax.set_xticks(range(k_len), labels=key_tokens, fontsize=7)
-            ax.set_yticks(range(q_len), labels=query_tokens, fontsize=7)
+            ax.set_xticks(range(k_len), labels=key_tokens, fontsize=8)
+            ax.set_yticks(range(q_len), labels=query_tokens, fontsize=8)
             ax.set_ylim(q_len - 0.5, -0.5)
     for ax in axes[-1]:
         ax.set_xlabel(xlabel, fontsize=9)
     for ax in axes[:, 0]:
         ax.set_ylabel(ylabel, fontsize=9)
-    fig.colorbar(im, ax=axes, fraction=0.02, pad=0.01, label="attention weight")
+    fig.colorbar(im, ax=axes, fraction=0.04, pad=0.02, label="attention weight")
     if title:
         fig.suptitle(title)
     return fig

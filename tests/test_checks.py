@@ -12,11 +12,11 @@ def test_as_numpy_is_the_one_tensor_to_numpy_conversion():
     assert out.dtype == np.float64 and out.tolist() == [[0.5, 2.0]]
     assert as_numpy("m", torch.tensor([True, False])).tolist() == [1.0, 0.0]
     assert as_numpy("a", np.arange(3)).dtype == np.float64
-    assert as_numpy("l", [[1, 2], [3, 4]]).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    with pytest.raises(TypeError, match="m must be a tensor or array, got list"):
+        as_numpy("m", [1, 2])
+    assert as_numpy("l", [[1, 2], [3, 4]], lists=True).tolist() == [[1.0, 2.0], [3.0, 4.0]]
     with pytest.raises(TypeError, match="l must hold numbers"):
-        as_numpy("l", ["x", "y"])
-    with pytest.raises(TypeError, match="m must be a tensor, an array or a list of numbers, got dict"):
-        as_numpy("m", {"a": 1})
+        as_numpy("l", ["x", "y"], lists=True)
     with pytest.raises(TypeError, match="a must hold numbers"):
         as_numpy("a", np.array(["x"]))
 

@@ -58,13 +58,14 @@ def check_tokens(name: str, tokens) -> list[str] | None:
     return list(tokens)
 
 
-def as_numpy(name: str, x, what: str = "a tensor, an array or a list of numbers") -> np.ndarray:
-    """`x` (a tensor, on any device, with or without gradients, a NumPy array or a nested list of
-    numbers) as a float64 NumPy array: the one tensor-to-NumPy conversion of the package. `what`
-    completes the TypeError for anything else ("{name} must be {what}")."""
+def as_numpy(name: str, x, what: str = "a tensor or array", lists: bool = False) -> np.ndarray:
+    """`x` (a tensor, on any device, with or without gradients, or a NumPy array of numbers; with
+    `lists`, also a nested list of numbers) as a float64 NumPy array: the one tensor-to-NumPy
+    conversion of the package. `what` completes the TypeError for anything else ("{name} must
+    be {what}")."""
     if isinstance(x, torch.Tensor):
         return x.detach().to("cpu", torch.float64).numpy()
-    if isinstance(x, (list, tuple)):
+    if lists and isinstance(x, (list, tuple)):
         x = np.asarray(x)
     if isinstance(x, np.ndarray):
         if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):

@@ -46,7 +46,7 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     weights: (q_len, k_len) tensor or array. Tokens label the axes; `annotate` writes the
     weights into the cells (default: when the map is at most 8 x 8). Returns the Axes.
     """
-    w = as_numpy("weights", weights)
+    w = as_numpy("weights", weights, lists=True)
     if w.ndim != 2:
         raise ValueError(f"weights must be 2-D (q_len, k_len), got shape {w.shape}")
     if query_tokens is not None and len(query_tokens) != w.shape[0]:
@@ -100,7 +100,7 @@ def plot_matrix(values, row_labels: Sequence[str], col_labels: Sequence[str], ax
                 colorbar_label: str | None = None):
     """An annotated heat map of a (rows, cols) matrix of any sign, each number written in the
     cell in black or white, whichever reads better on that cell's colour. Returns the Axes."""
-    v = as_numpy("values", values)
+    v = as_numpy("values", values, lists=True)
     if v.ndim != 2 or v.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"values must be 2-D of shape (len(row_labels), len(col_labels)) = "
                          f"({len(row_labels)}, {len(col_labels)}), got {v.shape}")
@@ -273,7 +273,7 @@ def convex_hull(points) -> np.ndarray:
     non-negative weights summing to 1 lies. Computed by `asides.convex_hull` (Andrew 1979)."""
     from .asides import convex_hull as hull
 
-    return hull(torch.as_tensor(as_numpy("points", points))).numpy()
+    return hull(torch.as_tensor(as_numpy("points", points, lists=True))).numpy()
 
 
 # --- Attention heads, layer by layer (chapter 12) ----------------------------------------------
@@ -291,7 +291,7 @@ def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[st
     """
     import matplotlib.pyplot as plt
 
-    w = as_numpy("weights", weights)
+    w = as_numpy("weights", weights, lists=True)
     if w.ndim != 4:
         raise ValueError(f"weights must be 4-D (n_layers, n_heads, q_len, k_len), got shape {w.shape}")
     n_layers, n_heads, q_len, k_len = w.shape

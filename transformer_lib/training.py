@@ -103,15 +103,6 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
-def warmup_scheduler(optimizer: torch.optim.Optimizer, d_model: int, warmup: int, factor: float = 1.0):
-    """A `LambdaLR` that sets the learning rate to `noam_lr(step)`; the optimizer's own lr must
-    be 1.0, so that the schedule alone decides the rate."""
-    for group in optimizer.param_groups:
-        if group["lr"] != 1.0:
-            raise ValueError(f"optimizer lr must be 1.0 so that the schedule sets the rate, got {group['lr']}")
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: noam_lr(i + 1, d_model, warmup, factor))
-
-
 def factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
     """The `factor` that makes equation (3) peak at `peak_lr` (at step `warmup`):
     factor = peak_lr * sqrt(d_model * warmup)."""

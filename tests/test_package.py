@@ -17,3 +17,49 @@ def test_public_names_exist_and_from_torch_is_exported():
     assert not missing, f"__all__ names what the package lacks: {missing}"
     assert {"from_torch", "AddNorm", "interop", "residual"} <= set(tl.__all__)
     assert tl.from_torch is tl.interop.from_torch and tl.AddNorm is tl.residual.AddNorm
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """module -> the package modules it imports (at the top or inside functions), read with ast."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "transformer_lib"
+    graph = {}
+    for path in root.glob("*.py"):
+        name, found = path.stem, set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    found.add(node.module.split(".")[0])
+                else:
+                    found.update(alias.name for alias in node.names)
+        graph[name] = found - {name}
+    return graph
+
+
+TEACHING = {"attention", "positional", "masks", "residual", "layers", "model", "rnn"}
+
+
+def test_the_teaching_modules_import_only_each_other_and_the_checks():
+    # the modules that read like the papers never reach up into training, decoding, interop or drawing
+    graph = _package_imports()
+    for name in TEACHING:
+        assert graph[name] <= TEACHING | {"_checks", "vocab"}, (name, graph[name] - TEACHING)
+
+
+def test_the_package_imports_form_no_cycle():
+    graph = {k: v for k, v in _package_imports().items() if k != "__init__"}
+    state: dict[str, str] = {}
+
+    def visit(node, path):
+        if state.get(node) == "done":
+            return
+        assert state.get(node) != "open", f"import cycle: {' -> '.join(path + [node])}"
+        state[node] = "open"
+        for nxt in graph.get(node, ()):
+            visit(nxt, path + [node])
+        state[node] = "done"
+
+    for node in graph:
+        visit(node, [])

@@ -63,3 +63,19 @@ def test_the_package_imports_form_no_cycle():
 
     for node in graph:
         visit(node, [])
+
+
+def test_eval_mode_gives_the_model_back_in_the_callers_mode_even_after_an_error():
+    import pytest
+    import torch
+
+    from transformer_lib.utils import device_of, eval_mode
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5)).train()
+    with pytest.raises(RuntimeError, match="inside"):
+        with eval_mode(model):
+            assert not model.training and not model[1].training
+            raise RuntimeError("inside")
+    assert model.training and model[1].training
+    assert device_of(model) == torch.device("cpu")
+    assert device_of(torch.nn.ReLU()) == torch.device("cpu")  # no parameters: the CPU

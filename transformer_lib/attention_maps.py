@@ -18,6 +18,7 @@ from torch import nn
 
 from ._checks import check_tokens
 from .attention import record_attention
+from .utils import eval_mode
 
 __all__ = ["KINDS", "attention_kind", "attention_by_kind", "run_model"]
 
@@ -102,18 +103,13 @@ def run_model(model: nn.Module, src_ids, tgt_ids=None, src_tokens=None, tgt_toke
     if tgt_ids is not None and tgt_ids.shape[0] != src_ids.shape[0]:
         raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
     _check_index(index, src_ids.shape[0])
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad(), record_attention(model) as recorded:
-            if tgt_ids is not None:
-                model(src_ids, tgt_ids)
-            elif hasattr(model, "encode"):
-                model.encode(src_ids)
-            else:
-                model(src_ids)
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad(), record_attention(model) as recorded:
+        if tgt_ids is not None:
+            model(src_ids, tgt_ids)
+        elif hasattr(model, "encode"):
+            model.encode(src_ids)
+        else:
+            model(src_ids)
     if not recorded:
         raise ValueError(f"{type(model).__name__} recorded no attention weights: it has no MultiHeadAttention module")
     attention = attention_by_kind(recorded, index)

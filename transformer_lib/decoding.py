@@ -9,7 +9,6 @@ train/eval mode it found it in, and builds every tensor on the device of `src`.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +18,8 @@ from ._checks import check_positive_int, check_tensor, check_token_ids
 from .attention import record_attention
 from .attention_maps import attention_kind
 from .masks import padding_mask
+from .utils import device_of, eval_mode
+from .vocab import BOS_ID, EOS_ID, PAD_ID, collate
 
 
 @dataclass
@@ -64,24 +65,13 @@ def _check(model, src, max_len) -> None:
     check_positive_int("max_len", max_len)
 
 
-@contextmanager
-def _eval_mode(model: nn.Module):
-    """Run the block in eval mode (no dropout), then give the model back in the caller's mode."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
-
-
 @torch.no_grad()
 def greedy_decode(model: nn.Module, src: torch.Tensor, max_len: int, bos_id: int = 1, eos_id: int = 2,
                   pad_id: int = 0, return_attention: bool = False) -> Decoded:
     """Pick the most probable next token, append it, repeat, until every row has produced
     <eos> or `max_len` tokens. src: (B, S) ids -> Decoded with tokens (B, <= max_len)."""
     _check(model, src, max_len)
-    with _eval_mode(model):
+    with eval_mode(model):
         return _greedy(model, src, max_len, bos_id, eos_id, pad_id, return_attention)
 
 
@@ -126,7 +116,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     """
     _check(model, src, max_len)
     check_positive_int("beam_size", beam_size)
-    with _eval_mode(model):
+    with eval_mode(model):
         return _beam(model, src, max_len, beam_size, bos_id, eos_id, pad_id, alpha, return_attention)
 
 
@@ -213,13 +203,11 @@ def alignment_of(model: nn.Module, sources, outputs, src_vocab, tgt_vocab) -> li
     t holds the weights alpha[t, t'] with which output character t was written (the last row:
     <eos>). The decoder reads its own previous outputs, so one teacher-forced pass over the
     outputs gives exactly the weights seen while decoding them."""
-    from .vocab import collate
-
     if isinstance(sources, str) or isinstance(outputs, str):
         raise TypeError("sources and outputs must be lists of strings, not single strings")
     if len(sources) != len(outputs):
         raise ValueError(f"sources and outputs must pair up, got {len(sources)} and {len(outputs)}")
-    src, tgt = collate(list(zip(sources, outputs)), src_vocab, tgt_vocab)
+    src, tgt = (t.to(device_of(model)) for t in collate(list(zip(sources, outputs)), src_vocab, tgt_vocab))
     weights = model.alignment(src, tgt[:, :-1])  # (B, T_y, T_x)
     return [weights[i, : len(o) + 1, : len(s)] for i, (s, o) in enumerate(zip(sources, outputs))]
 
@@ -232,13 +220,10 @@ def translate(model: nn.Module, sources, src_vocab, tgt_vocab, max_len: int = 40
     `src_vocab` and `tgt_vocab` are `transformer_lib.vocab.Vocab`s; batches of `batch_size`
     sources are padded together and moved to the model's device. Returns one output string
     per source (without <eos>)."""
-    from .vocab import BOS_ID, EOS_ID, PAD_ID, collate
-
     if isinstance(sources, str):
         raise TypeError("sources must be a list of strings, not a single string")
     check_positive_int("batch_size", batch_size)
-    param = next(model.parameters(), None)
-    device = param.device if param is not None else torch.device("cpu")
+    device = device_of(model)
     outputs = []
     for start in range(0, len(sources), batch_size):
         src, _ = collate([(s, "") for s in sources[start : start + batch_size]], src_vocab, tgt_vocab)

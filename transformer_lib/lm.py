@@ -27,6 +27,7 @@ from .attention import fused_attention, scaled_dot_product_attention
 from .layers import EncoderLayer
 from .masks import causal_mask
 from .positional import PositionalEncoding
+from .utils import eval_mode
 
 __all__ = ["CORPORA", "load_corpus", "CausalLM", "KVCache", "top_k_filter", "next_token", "generate"]
 
@@ -232,20 +233,15 @@ def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, samp
                          f"max_len={model.max_len}")
     choose = dict(sample=sample, temperature=temperature, top_k=top_k, generator=generator)
     next_token(torch.zeros(1, model.vocab_size), **{**choose, "sample": False})  # check the options up front
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            ids = prompt
-            cache = model.new_cache() if use_cache else None
-            logits = model.step(prompt, cache)[:, -1] if use_cache else None
-            for i in range(max_new_tokens):
-                if not use_cache:
-                    logits = model(ids)[:, -1]  # the whole prefix again: O(t) positions at step t
-                new = next_token(logits, **choose)  # (B, 1)
-                ids = torch.cat([ids, new], dim=1)
-                if use_cache and i < max_new_tokens - 1:
-                    logits = model.step(new, cache)[:, -1]  # one position, attending to the cache
-    finally:
-        model.train(was_training)
+    with eval_mode(model), torch.no_grad():
+        ids = prompt
+        cache = model.new_cache() if use_cache else None
+        logits = model.step(prompt, cache)[:, -1] if use_cache else None
+        for i in range(max_new_tokens):
+            if not use_cache:
+                logits = model(ids)[:, -1]  # the whole prefix again: O(t) positions at step t
+            new = next_token(logits, **choose)  # (B, 1)
+            ids = torch.cat([ids, new], dim=1)
+            if use_cache and i < max_new_tokens - 1:
+                logits = model.step(new, cache)[:, -1]  # one position, attending to the cache
     return ids

@@ -18,6 +18,7 @@ from torch import nn
 
 from ._checks import check_positive_int, check_probability, check_tensor
 from .masks import padding_mask, target_mask
+from .utils import device_of, eval_mode
 
 
 @dataclass
@@ -211,21 +212,19 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
     step by step; at the first wrong one, greedy decoding goes wrong too. One parallel pass
     replaces a decoder pass per output token (tests/test_training.py compares the two on the
     shipped models; in floating point they could differ only at an exact tie)."""
-    was_training = model.training
-    model.eval()
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
     correct = total = 0
     losses = []
-    device = next(model.parameters()).device
-    for src, tgt in batches:
-        b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
-        logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)        # (B, T, V)
-        losses.append(loss_fn(logits, b.tgt_out).item())
-        logits[..., [cfg.bos_id, cfg.pad_id]] = float("-inf")          # as in greedy decoding
-        right = (logits.argmax(-1) == b.tgt_out) | (b.tgt_out == cfg.pad_id)
-        correct += int(right.all(-1).sum())
-        total += len(b.src)
-    model.train(was_training)
+    device = device_of(model)
+    with eval_mode(model):
+        for src, tgt in batches:
+            b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
+            logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)        # (B, T, V)
+            losses.append(loss_fn(logits, b.tgt_out).item())
+            logits[..., [cfg.bos_id, cfg.pad_id]] = float("-inf")          # as in greedy decoding
+            right = (logits.argmax(-1) == b.tgt_out) | (b.tgt_out == cfg.pad_id)
+            correct += int(right.all(-1).sum())
+            total += len(b.src)
     return correct / max(total, 1), sum(losses) / max(len(losses), 1)
 
 
@@ -256,7 +255,7 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=tuple(cfg.betas), eps=cfg.adam_eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr_at(i + 1))  # lr = 1.0 * lr_at(step)
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
-    device = next(model.parameters()).device
+    device = device_of(model)
     hist = History()
     val_batches = list(val_batches) if val_batches is not None else None
     bad_evals, start = 0, time.perf_counter()

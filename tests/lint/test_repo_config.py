@@ -118,11 +118,12 @@ def test_part_openers_match_the_chapters():
 # only when the import fails, quietly (pip -q), and says so in one line; locally (and in the
 # committed outputs) it prints nothing.
 SETUP_CELL_HEAD = """\
-# Setup. On Colab or Binder this installs transformer_lib if it is missing; locally it does nothing.
+# Setup. On Colab or Binder this installs transformer_lib if missing; locally, nothing.
 try:
     import transformer_lib as tl
 except ImportError:
-    %pip install -q "transformer_lib @ git+{url}"
+    REPO = "git+{url}"
+    %pip install -q "transformer_lib @ {{REPO}}"
     import transformer_lib as tl
     print("Installed transformer_lib from the book's repository.")
 tl.setup("""

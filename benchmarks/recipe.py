@@ -38,7 +38,8 @@ from transformer_lib.data import date_vocabs, make_date_splits  # noqa: E402
 from transformer_lib.vocab import collate, make_loader  # noqa: E402
 from transformer_lib.decoding import translate  # noqa: E402
 from transformer_lib.recipes import evenly_spaced  # noqa: E402
-from transformer_lib.training import TrainConfig, factor_for_peak, train  # noqa: E402
+from transformer_lib.schedules import factor_for_peak  # noqa: E402
+from transformer_lib.training import TrainConfig, train  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 MODEL = dict(n_heads=4, n_layers=2, dropout=0.0, max_len=128)
@@ -128,7 +129,8 @@ class TorchDateModel(torch.nn.Module):
 
 def step_time(impl: str, threads: int, reps: int, data) -> dict:
     """Best time of one training step (forward, backward, Adam), batch 64 date pairs."""
-    from transformer_lib.training import Batch, LabelSmoothingLoss
+    from transformer_lib.losses import LabelSmoothingLoss
+    from transformer_lib.training import Batch
     splits, src_vocab, tgt_vocab = data
     tl.setup(seed=0, threads=threads, plots=False)
     if impl == "transformer_lib":

@@ -96,8 +96,8 @@ def train_one(name, args):
     steps = args.steps or default_steps
     torch.manual_seed(args.seed)
     train_pairs, eval_pairs, src_vocab, tgt_vocab = (copy_data if task == "copy" else date_data)(args.seed)
-    model = R.Seq2Seq(len(src_vocab), len(tgt_vocab), emb_dim=args.emb_dim, hidden_size=args.hidden,
-                      attention=attention, bidirectional=True, attn_size=args.hidden).to(args.device)
+    model = R.Seq2Seq(R.Seq2SeqConfig(len(src_vocab), len(tgt_vocab), emb_dim=args.emb_dim, hidden_size=args.hidden,
+                                      attention=attention, bidirectional=True, attn_size=args.hidden)).to(args.device)
     loader = V.make_loader(train_pairs, src_vocab, tgt_vocab, batch_size=args.batch_size, seed=args.seed)
     val = [V.collate([p[:2] for p in eval_pairs], src_vocab, tgt_vocab)]
     cfg = rnn_config(max_steps=steps, lr=args.lr, eval_every=args.eval_every)

@@ -13,7 +13,7 @@ def test_attention_kind_of_every_module_of_the_book_models():
     assert kinds == {"encoder.layers.0.self_attn": "encoder", "encoder.layers.1.self_attn": "encoder",
                      "decoder.layers.0.self_attn": "decoder", "decoder.layers.1.self_attn": "decoder",
                      "decoder.layers.0.cross_attn": "cross", "decoder.layers.1.cross_attn": "cross"}
-    lm = tl.lm.CausalLM(12, d_model=8, n_heads=2, d_ff=16, n_layers=2)
+    lm = tl.lm.CausalLM(tl.lm.CausalLMConfig(12, d_model=8, n_heads=2, d_ff=16, n_layers=2))
     assert {attention_kind(n) for n in tl.attention.attention_modules(lm)} == {"decoder"}
     # the same rule for a model held inside another module
     assert attention_kind("model.encoder.layers.0.self_attn") == "encoder"
@@ -36,7 +36,7 @@ def test_attention_by_kind_keeps_module_order_and_picks_the_example():
 
 def test_run_model_on_a_decoder_only_model_uses_its_one_sequence():
     torch.manual_seed(0)
-    lm = tl.lm.CausalLM(12, d_model=8, n_heads=2, d_ff=16, n_layers=2)
+    lm = tl.lm.CausalLM(tl.lm.CausalLMConfig(12, d_model=8, n_heads=2, d_ff=16, n_layers=2))
     ids = torch.tensor([[4, 5, 6, 7]])
     attention, src_tokens, tgt_tokens = run_model(lm, ids, src_tokens=list("abcd"))
     assert list(attention) == ["decoder"] and len(attention["decoder"]) == 2

@@ -64,6 +64,16 @@ def test_plant_copies_and_leaves_the_original_alone():
         assert torch.equal(p, q), name
 
 
+def test_plant_swaps_the_positional_table_of_both_embeddings():
+    model = bh.small_model()
+    planted = bh.plant(model, bh.Suspect(encoding_fn=lambda n, d: torch.ones(n, d)))
+    for embed in (planted.src_embed, planted.tgt_embed):
+        assert torch.equal(embed.pos.pe, torch.ones(64, bh.D_MODEL))
+    src, tgt = torch.tensor([[3, 4, 5]]), torch.tensor([[1, 6, 7]])
+    with torch.no_grad():
+        assert not torch.allclose(model(src, tgt), planted(src, tgt))  # the swap reaches the output
+
+
 def test_plain_references_equal_the_library():
     q, k, v = (torch.randn(2, 3, 5, 8, dtype=torch.float64) for _ in range(3))
     mask = tl.causal_mask(5)

@@ -15,7 +15,7 @@ def _models():
     torch.manual_seed(0)
     yield tl.Transformer(tl.TransformerConfig(len(SRC), len(TGT), d_model=16, n_heads=2, d_ff=32, n_layers=1,
                                               dropout=0.0))
-    yield rnn.Seq2Seq(len(SRC), len(TGT), emb_dim=8, hidden_size=12, attn_size=10, attention="dot")
+    yield rnn.Seq2Seq(rnn.Seq2SeqConfig(len(SRC), len(TGT), emb_dim=8, hidden_size=12, attn_size=10, attention="dot"))
 
 
 @pytest.mark.parametrize("model", list(_models()), ids=["transformer", "seq2seq"])

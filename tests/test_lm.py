@@ -12,7 +12,7 @@ def make_model(dtype=torch.float32, norm_first=True, seed=0, **sizes):
     torch.manual_seed(seed)
     options = dict(d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=64, norm_first=norm_first)
     options.update(sizes)
-    return lm.CausalLM(20, **options).to(dtype).eval()
+    return lm.CausalLM(lm.CausalLMConfig(20, **options)).to(dtype).eval()
 
 
 def random_ids(batch, length, vocab=20, seed=1):
@@ -42,17 +42,17 @@ def test_changing_a_future_token_changes_no_earlier_logit(norm_first):
 def test_cached_logits_equal_full_forward(dtype, tol, norm_first):
     model = make_model(dtype, norm_first)
     ids = random_ids(2, 20)
-    cache = model.new_cache()
+    cache = model.new_cache(2)
     with torch.no_grad():
         full = model(ids)
-        pieces = [model.step(ids[:, :5], cache)]  # a prompt of 5, then 1, then 3, then one at a time
-        pieces.append(model.step(ids[:, 5:6], cache))
-        pieces.append(model.step(ids[:, 6:9], cache))
-        pieces += [model.step(ids[:, t:t + 1], cache) for t in range(9, 20)]
+        pieces = [model(ids[:, :5], cache=cache)]  # a prompt of 5, then 1, then 3, then one at a time
+        pieces.append(model(ids[:, 5:6], cache=cache))
+        pieces.append(model(ids[:, 6:9], cache=cache))
+        pieces += [model(ids[:, t:t + 1], cache=cache) for t in range(9, 20)]
     stepped = torch.cat(pieces, dim=1)
-    assert cache.length == 20
-    assert cache.keys[0].shape == (2, 4, 20, 8)
-    assert cache.nbytes() == 2 * 2 * 2 * 20 * 32 * full.element_size()
+    assert [c.length for c in cache] == [20, 20]
+    assert cache[0].keys.shape == (2, 4, 64, 8)  # allocated once, for max_len positions
+    assert sum(c.nbytes() for c in cache) == 2 * 2 * 2 * 20 * 32 * full.element_size()
     torch.testing.assert_close(stepped, full, atol=tol, rtol=tol)
 
 
@@ -132,15 +132,15 @@ def test_bad_inputs_raise_clear_errors():
     with pytest.raises(ValueError, match="max_len"):
         model(random_ids(1, 65))
     with pytest.raises(TypeError, match="cache"):
-        model.step(prompt, None)
-    cache = model.new_cache()
-    model.step(random_ids(2, 3), cache)
-    with pytest.raises(ValueError, match="batch size"):
-        model.step(prompt, cache)
+        model(prompt, cache=[None, None])
+    cache = model.new_cache(2)
+    model(random_ids(2, 3), cache=cache)
+    with pytest.raises(ValueError, match="cache holds 2 sequences"):
+        model(prompt, cache=cache)
     with pytest.raises(ValueError, match="vocab_size"):
-        lm.CausalLM(0)
+        lm.CausalLMConfig(0)
     with pytest.raises(ValueError, match="d_model"):
-        lm.CausalLM(10, d_model=30, n_heads=4)
+        lm.CausalLMConfig(10, d_model=30, n_heads=4)
 
 
 def test_generate_restores_training_mode():

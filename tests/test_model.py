@@ -70,8 +70,8 @@ def test_shared_and_tied_weights_are_one_tensor():
 def test_embeddings_are_scaled_by_sqrt_d_model():
     model = small_model()
     ids = torch.tensor([[3, 4]])
-    expected = model.src_embed(ids) * 32**0.5 + tl.sinusoidal_encoding(2, 32).double()
-    torch.testing.assert_close(model.embed_src(ids), expected)
+    expected = model.src_embed.weight[ids] * 32**0.5 + tl.sinusoidal_encoding(2, 32).double()
+    torch.testing.assert_close(model.src_embed(ids), expected)
 
 
 def test_base_model_parameter_count_against_the_paper():

@@ -38,7 +38,7 @@ def _package_imports() -> dict[str, set[str]]:
     return graph
 
 
-TEACHING = {"attention", "positional", "masks", "residual", "layers", "model", "rnn"}
+TEACHING = {"attention", "kv_cache", "positional", "masks", "residual", "layers", "model", "rnn"}
 
 
 def test_the_teaching_modules_import_only_each_other_and_the_checks():
@@ -69,7 +69,7 @@ def test_eval_mode_gives_the_model_back_in_the_callers_mode_even_after_an_error(
     import pytest
     import torch
 
-    from transformer_lib.utils import device_of, eval_mode
+    from transformer_lib.runtime import device_of, eval_mode
 
     model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Dropout(0.5)).train()
     with pytest.raises(RuntimeError, match="inside"):

@@ -22,7 +22,7 @@ def _batch(n=5, lo=2, hi=9, seed=0):
 
 def _model(attention, **kw):
     torch.manual_seed(0)
-    return R.Seq2Seq(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw).eval()
+    return R.Seq2Seq(R.Seq2SeqConfig(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw)).eval()
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -181,9 +181,9 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="attention"):
-        R.Seq2Seq(10, 10, attention="cosine")
+        R.Seq2SeqConfig(10, 10, attention="cosine")
     with pytest.raises(ValueError, match="hidden_size"):
-        R.Seq2Seq(10, 10, hidden_size=0)
+        R.Seq2SeqConfig(10, 10, hidden_size=0)
     model = _model("additive")
     _, src, tgt = _batch()
     with pytest.raises(ValueError, match="tgt"):

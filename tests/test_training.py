@@ -13,8 +13,9 @@ from transformer_lib.vocab import Vocab, collate
 from transformer_lib.decoding import greedy_decode
 from transformer_lib import checkpoints
 from transformer_lib.recipes import DATE_MODEL, DATE_RECIPE, evenly_spaced, recipe_config
-from transformer_lib.training import (Batch, LabelSmoothingLoss, TrainConfig, evaluate,
-                                      factor_for_peak, noam_lr, train)
+from transformer_lib.losses import LabelSmoothingLoss
+from transformer_lib.schedules import factor_for_peak, noam_lr
+from transformer_lib.training import Batch, TrainConfig, evaluate, train
 
 
 def test_schedule_follows_equation_3():

@@ -68,11 +68,3 @@ def test_draw_blocks_and_plot_matrix_label_what_they_draw():
     plt.close("all")
 
 
-def test_convex_hull_keeps_the_corners_only():
-    square = torch.tensor([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [0.5, 0.5], [0.2, 0.7]])
-    hull = viz.convex_hull(square)
-    assert sorted(map(tuple, hull.tolist())) == [(0.0, 0.0), (0.0, 1.0), (1.0, 0.0), (1.0, 1.0)]
-    area = 0.5 * sum(x0 * y1 - x1 * y0 for (x0, y0), (x1, y1) in zip(hull, list(hull[1:]) + [hull[0]]))
-    assert area == pytest.approx(1.0)                 # counter-clockwise: positive area
-    with pytest.raises(ValueError, match="points"):
-        viz.convex_hull(torch.zeros(4, 3))   # not 2-D points

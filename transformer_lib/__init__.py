@@ -2,15 +2,18 @@
 
 One module per concept, in the paper's order:
 
-- `attention`: scaled dot-product attention (equation 1) and multi-head attention
-- `positional`: sinusoidal and learned positional encodings (section 3.5)
+- `attention`: scaled dot-product attention (equation 1), multi-head attention and its
+  key/value cache (`KVCache`)
+- `positional`: sinusoidal and learned positional encodings (section 3.5), rotary embeddings
 - `masks`: padding and causal masks (True = may attend)
-- `residual`: the residual sub-layer, the paper's "Add & Norm" (`AddNorm`)
-- `layers`: feed-forward network, encoder and decoder layers and stacks (section 3.1)
-- `model`: the full encoder-decoder with embeddings and output layer
+- `residual`: the residual sub-layer, the paper's "Add & Norm" (`AddNorm`, or `AddRMSNorm`)
+- `layers`: feed-forward networks (the paper's and SwiGLU), encoder and decoder layers and
+  stacks (section 3.1)
+- `model`: the embeddings (`Embeddings`) and the full encoder-decoder with its output layer
 - `interop`: `from_torch`, PyTorch's `nn.Transformer*` modules copied into the classes above
-- `training`: teacher-forced batches, label smoothing, the warm-up schedule, the one training
-  loop (Transformer and RNN alike)
+- `losses`: label-smoothed cross-entropy (section 5.4)
+- `schedules`: learning-rate schedules, the paper's warm-up (equation 3) among them
+- `training`: teacher-forced batches and the one training loop (every model of the book)
 - `decoding`: greedy and beam search on ids, `translate` on strings, for every model
 - `metrics`: exact match (overall and by input length), character error rate, BLEU
 - `recipes`: the settings the book trains its date Transformer and its RNNs with
@@ -19,44 +22,53 @@ One module per concept, in the paper's order:
 - `dates`: dates written as people write them (CLDR patterns via Babel)
 - `data`: the date-normalisation task split by calendar date, and small synthetic tasks
 - `rnn`: the recurrent encoder-decoders of Part I (models only)
+- `runtime`: where tensors live and the mode a model runs in (`device_of`, `eval_mode`, the
+  book's device)
+- `notebook`: `setup`, the one call of every chapter's setup cell
 - `viz`: plotting defaults and attention heat maps
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
 - `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
   experiment, drawings of rotations and masks)
 - `efficient`: exact attention without the T x T matrix (blockwise, online softmax) and sparse
   attention masks (chapter 13)
-- `lm`: a decoder-only language model, its key/value cache and sampling (chapter 14)
+- `lm`: decoder-only language models (`CausalLMConfig`, `CausalLM`), cached generation and
+  sampling, next-token training (chapters 14 and 16)
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
 - `attention_maps`: a model run's attention weights by kind (encoder, decoder, cross), the one
   rule that names a module's kind
 - `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use);
   `explorer_state` writes and reads its saved state
 """
-from .attention import MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
-from .residual import AddNorm
-from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward
+from .attention import KVCache, MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
+from .residual import AddNorm, AddRMSNorm
+from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward, SwiGLU
 from .masks import causal_mask, padding_mask, target_mask
-from .model import EncoderDecoder, Transformer, TransformerConfig, count_parameters
+from .model import Embeddings, EncoderDecoder, Transformer, TransformerConfig, count_parameters
 from .interop import from_torch
-from .positional import LearnedPositionalEncoding, PositionalEncoding, sinusoidal_encoding
-from .utils import CHECKPOINTS, setup
+from .positional import LearnedPositionalEncoding, PositionalEncoding, RotaryEmbedding, sinusoidal_encoding
+from .checkpoints import CHECKPOINTS
+from .notebook import setup
 from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
-from .training import LabelSmoothingLoss, TrainConfig, noam_lr, train
+from .losses import LabelSmoothingLoss
+from .schedules import noam_lr
+from .training import TrainConfig, train
 from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
-               efficient, interop, lm, masks, metrics, recipes, residual, rnn, training, vocab)  # modules, for tl.metrics.bleu etc.
+               efficient, interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn, runtime,
+               schedules, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "MultiHeadAttention", "scaled_dot_product_attention", "fused_attention", "record_attention",
-    "AddNorm", "FeedForward", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
+    "MultiHeadAttention", "KVCache", "scaled_dot_product_attention", "fused_attention", "record_attention",
+    "AddNorm", "AddRMSNorm", "FeedForward", "SwiGLU", "EncoderLayer", "DecoderLayer", "Encoder", "Decoder",
     "causal_mask", "padding_mask", "target_mask",
-    "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
-    "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding",
+    "Embeddings", "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
+    "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
     "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "recipes",
-    "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz",
+    "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz", "runtime",
+    "kv_cache", "losses", "schedules",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

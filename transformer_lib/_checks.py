@@ -18,6 +18,42 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None, floati
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
 
 
+def check_finite(name: str, x: torch.Tensor) -> None:
+    """Raise ValueError if `x` holds a NaN or an infinity (shape-only tensors on the `meta`
+    device cannot be checked and pass)."""
+    if x.is_floating_point() and not x.is_meta and x.numel() and not bool(torch.isfinite(x).all()):
+        bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+        raise ValueError(f"{name} must be finite, but it holds {x[tuple(bad)].item()} at index {tuple(bad)} "
+                         f"(shape {tuple(x.shape)})")
+
+
+def check_non_negative_int(name: str, value) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+def check_positive_number(name: str, value) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0 or value == float("inf"):
+        raise ValueError(f"{name} must be a positive (finite) number, got {value!r}")
+
+
+def check_choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+
+
+def check_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_config(config, cls: type) -> None:
+    """Raise TypeError unless `config` is a `cls` (a model's config dataclass)."""
+    if not isinstance(config, cls):
+        raise TypeError(f"config must be a {cls.__name__}, got {type(config).__name__} (build the model as "
+                        f"Model({cls.__name__}(...)): every model of the book takes its config)")
+
+
 def check_last_dim(name: str, x: torch.Tensor, size: int, what: str = "d_model") -> None:
     if x.shape[-1] != size:
         raise ValueError(f"{name} must have last dimension {what}={size}, got shape {tuple(x.shape)}")
@@ -29,7 +65,7 @@ def check_positive_int(name: str, value) -> None:
 
 
 def check_probability(name: str, value) -> None:
-    if not (isinstance(value, (int, float)) and 0.0 <= value < 1.0):
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0):
         raise ValueError(f"{name} must be a probability in [0, 1), got {value!r}")
 
 

@@ -1,8 +1,9 @@
-"""Asides of chapters 6-8: helpers whose code is not the chapter's subject.
+"""Asides of chapters 3 and 6-8: helpers whose code is not the chapter's subject.
 
 A chapter calls these where pasting them would bury its story: a convex-hull routine for the
-"attention only re-averages" picture and the small post-norm/pre-norm training run of chapter 7,
-the offset-as-a-turn panels of chapter 6 and the mask grid of chapter 8.
+"attention only re-averages" pictures of chapters 3 and 7, the small post-norm/pre-norm
+training run of chapter 7 (through the book's one loop, `training.train`), the
+offset-as-a-turn panels of chapter 6 and the mask grid of chapter 8.
 """
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import as_numpy, check_positive_int, check_tensor
+from ._checks import as_numpy, check_non_negative_int, check_positive_int, check_tensor
 from .layers import Encoder
-from .positional import PositionalEncoding
+from .model import Embeddings, init_weights
+from .training import TrainConfig, train
 
 
 def convex_hull(points: torch.Tensor) -> torch.Tensor:
@@ -66,7 +68,7 @@ def reverse_batch(generator: torch.Generator, batch_size: int = 32, seq_len: int
 
 
 class ReverseTagger(nn.Module):
-    """Embedding (times sqrt(d_model)) + sinusoidal positions -> `tl.Encoder` -> a linear read-out.
+    """`Embeddings` (times sqrt(d_model), sinusoidal positions) -> `tl.Encoder` -> a linear read-out.
 
     ids (B, T) -> logits (B, T, n_symbols). No dropout; every matrix Xavier-uniform.
     """
@@ -74,46 +76,41 @@ class ReverseTagger(nn.Module):
     def __init__(self, n_layers: int, norm_first: bool, d_model: int = 32, n_heads: int = 4, d_ff: int = 64,
                  seq_len: int = 8, n_symbols: int = 8):
         super().__init__()
-        self.d_model = d_model
-        self.embed = nn.Embedding(n_symbols, d_model)
-        self.pos = PositionalEncoding(d_model, max_len=seq_len)
+        self.embed = Embeddings(n_symbols, d_model, max_len=seq_len)
         self.encoder = Encoder(d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, dropout=0.0,
                                norm_first=norm_first)
         self.read_out = nn.Linear(d_model, n_symbols)
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+        init_weights(self)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.read_out(self.encoder(self.pos(self.embed(ids) * math.sqrt(self.d_model))))
+        return self.read_out(self.encoder(self.embed(ids)))
+
+
+def tagging_loss(model: nn.Module, batch, cfg: TrainConfig) -> torch.Tensor:
+    """Cross-entropy of a tagger's logits (B, T, n) against the tags y (B, T) of a batch (x, y):
+    the `loss_fn` of `training.train` for the reversal task."""
+    x, y = batch
+    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
 
 
 def train_reverse(n_layers: int, norm_first: bool, warmup: int, steps: int = 200, lr: float = 1e-2,
                   seed: int = 0) -> list[float]:
     """Train a `ReverseTagger` to reverse 8 symbols out of 8; return the loss of every step.
 
-    Adam with betas (0.9, 0.98) as in Vaswani et al. (2017, section 5.3), learning rate `lr`,
-    ramped up linearly over the first `warmup` steps (0: no warm-up), batches of 32 drawn from a
+    The book's one loop, `training.train`, with Adam (betas 0.9, 0.98 as in Vaswani et al.
+    2017, section 5.3; PyTorch's epsilon 1e-8), learning rate `lr` ramped up linearly over the
+    first `warmup` steps (0: no warm-up), no clipping, and `steps` batches of 32 drawn from a
     generator seeded with 1, so every run sees the same batches. Chance level is ln 8 = 2.079.
     """
     check_positive_int("steps", steps)
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0 steps, got {warmup}")
+    check_non_negative_int("warmup", warmup)
     torch.manual_seed(seed)
     data = torch.Generator().manual_seed(1)
+    batches = [reverse_batch(data) for _ in range(steps)]
     model = ReverseTagger(n_layers, norm_first)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
-    losses = []
-    for _ in range(steps):
-        x, y = reverse_batch(data)
-        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        schedule.step()
-        losses.append(loss.item())
-    return losses
+    cfg = TrainConfig(max_steps=steps, schedule="linear_warmup" if warmup else "constant", warmup=max(warmup, 1),
+                      lr=lr, betas=(0.9, 0.98), adam_eps=1e-8, clip_norm=None, progress=False)
+    return train(model, batches, cfg=cfg, loss_fn=tagging_loss).loss
 
 
 # ----- figures -----

@@ -3,6 +3,16 @@
 Masks are boolean and True where attention is allowed; see `transformer_lib.masks`, whose
 `masked_softmax` is the one rule for blocked keys and for rows with no allowed key. Copying
 `torch.nn.MultiheadAttention` into `MultiHeadAttention` is `transformer_lib.interop.from_torch`.
+
+Inputs must be finite: a NaN or an infinity in a query, key or value is a ValueError on every
+path (the explicit softmax, the fused kernel and the blockwise loop would each turn it into
+different rows of NaN or zeros). A row with no allowed key is not an error: it gives zeros.
+
+`MultiHeadAttention` also serves generation: given a `KVCache` it computes the queries, keys and
+values of the new positions only, writes the keys and values into the cache in place, and
+attends over everything cached so far (chapter 14). With fewer key/value heads than query heads
+it is grouped-query attention, and with a `positional.RotaryEmbedding` it rotates queries and
+keys by their positions (chapter 16).
 """
 from __future__ import annotations
 
@@ -12,8 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_tensor
+from ._checks import check_finite, check_positive_int, check_probability, check_tensor
+from .kv_cache import KVCache
 from .masks import has_allowed_key, masked_softmax
+from .positional import RotaryEmbedding
 
 
 def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
@@ -41,6 +53,7 @@ def check_qkv(query, key, value, mask=None) -> tuple[int, ...]:
     (..., q_len, k_len), the leading dimensions broadcast."""
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_tensor(name, t, floating=True)
+        check_finite(name, t)
         if t.dim() < 2:
             raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
     if query.shape[-1] != key.shape[-1]:
@@ -90,8 +103,10 @@ def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> tor
     (it gives NaN there), so the library's rule (`masks.masked_softmax`: such a row gets zero
     weights, hence a zero output) is applied around the kernel: those rows are opened to every
     key for the call (any finite result will do) and their output is then set to 0. The rows
-    are found by `masks.has_allowed_key`, the same test `masked_softmax` uses.
+    are found by `masks.has_allowed_key`, the same test `masked_softmax` uses. Inputs are
+    checked as `scaled_dot_product_attention` checks them (finite, shapes that fit).
     """
+    check_qkv(query, key, value, mask)
     if mask is None:
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
     has_key = has_allowed_key(mask)  # (..., q_len, 1)
@@ -115,6 +130,12 @@ class MultiHeadAttention(nn.Module):
             (output, weights), with the signature and shapes of `scaled_dot_product_attention`
             (the default). Pass another to swap the attention rule without touching the
             projections (chapter 15 plants bugs this way); `use_attention` does it for a model.
+        n_kv_heads: key/value heads (default n_heads). Fewer is grouped-query attention
+            (Ainslie et al. 2023): query heads come in n_kv_heads groups, and the heads of a
+            group share one key and one value head; 1 is multi-query attention (Shazeer 2019).
+            The cache shrinks by n_heads / n_kv_heads.
+        rotary: a `positional.RotaryEmbedding` that rotates each query and key by its position
+            (Su et al. 2021), or None. Positions count from 0, or from the cache's length.
 
     Set `record_weights = True` to keep the last attention weights, (batch, n_heads, q_len,
     k_len), in `last_weights` (this takes the explicit path). Otherwise the fused kernel is used
@@ -122,63 +143,109 @@ class MultiHeadAttention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True,
-                 attention_fn=scaled_dot_product_attention):
+                 attention_fn=scaled_dot_product_attention, n_kv_heads: int | None = None,
+                 rotary: RotaryEmbedding | None = None):
         super().__init__()
-        check_positive_int("d_model", d_model)
-        check_positive_int("n_heads", n_heads)
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / n_heads)")
-        check_probability("dropout", dropout)
-        if not callable(attention_fn):
-            raise TypeError(f"attention_fn must be a function like scaled_dot_product_attention, got {attention_fn!r}")
-        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
+        _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary)
+        self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, d_model // n_heads
         self.attention_fn = attention_fn
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.rotary = rotary
         self.fused = fused
         self.record_weights = False
         self.last_weights: torch.Tensor | None = None
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, length, d_model) -> (batch, n_heads, length, d_k)"""
+    def split_heads(self, x: torch.Tensor, n_heads: int | None = None) -> torch.Tensor:
+        """(batch, length, n_heads * d_k) -> (batch, n_heads, length, d_k); n_heads defaults to h."""
         batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.d_k).transpose(1, 2)
+        return x.view(batch, length, n_heads or self.n_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
         """(batch, n_heads, length, d_k) -> (batch, length, d_model): the Concat of the paper."""
         batch, _, length, _ = x.shape
         return x.transpose(1, 2).reshape(batch, length, self.d_model)
 
-    def forward(self, query, key, value, mask=None) -> torch.Tensor:
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        """An empty `KVCache` for this layer, in the dtype and on the device of its weights."""
+        w = self.w_k.weight
+        return KVCache(batch_size, self.n_kv_heads, max_len, self.d_k, dtype=w.dtype, device=w.device)
+
+    def forward(self, query, key, value, mask=None, cache: KVCache | None = None) -> torch.Tensor:
         """query (B, T_q, d_model), key and value (B, T_k, d_model), mask broadcastable to
-        (B, n_heads, T_q, T_k), True = may attend. Returns (B, T_q, d_model)."""
-        self._check_inputs(query, key, value, mask)
+        (B, n_heads, T_q, T_k_all), True = may attend. Returns (B, T_q, d_model).
+
+        With a `cache` (self-attention during generation) the key and value rows are the new
+        positions; they are appended to the cache, and the queries attend over all
+        T_k_all = cache.length + T_k cached positions."""
+        self._check_inputs(query, key, value, mask, cache)
+        start = 0 if cache is None else cache.length
         q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
-        k = self.split_heads(self.w_k(key))  # (B, h, T_k, d_k)
-        v = self.split_heads(self.w_v(value))  # (B, h, T_k, d_k)
+        k = self.split_heads(self.w_k(key), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
+        v = self.split_heads(self.w_v(value), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
+        if self.rotary is not None:  # RoPE: turn each query and key by its position
+            q, k = self.rotary(q, start), self.rotary(k, start)
+        if cache is not None:
+            k, v = cache.append(k, v)  # (B, h_kv, start + T_k, d_k): every cached position
+        k, v = self.share_kv(k), self.share_kv(v)  # (B, h, T_k_all, d_k)
         if self.record_weights or not self.fused or self.attention_fn is not scaled_dot_product_attention:
             out, weights = self.attention_fn(q, k, v, mask, self.dropout)
             self.last_weights = weights.detach() if self.record_weights else None
         else:
-            p = self.dropout.p if self.training else 0.0
-            out = fused_attention(q, k, v, mask, dropout_p=p)
+            out = fused_attention(q, k, v, mask, dropout_p=self.dropout.p if self.training else 0.0)
         return self.w_o(self.merge_heads(out))  # (B, T_q, d_model)
 
-    def _check_inputs(self, query, key, value, mask) -> None:
+    def share_kv(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, h_kv, T, d_k) -> (B, h, T, d_k): each key/value head repeated for the h / h_kv
+        query heads of its group (query head i reads key/value head i // (h / h_kv))."""
+        group = self.n_heads // self.n_kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+    def _check_inputs(self, query, key, value, mask, cache) -> None:
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}), got {tuple(t.shape)}")
+            check_finite(name, t)
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 f"query, key and value must have the same batch size, got {query.shape[0]}, {key.shape[0]}, {value.shape[0]}"
             )
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
-        check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], key.shape[1]))
+        k_len = key.shape[1]
+        if cache is not None:
+            if not isinstance(cache, KVCache):
+                raise TypeError(f"cache must be a KVCache (attention.new_cache(batch_size, max_len)), got {type(cache).__name__}")
+            if cache.keys.shape[0] != query.shape[0]:
+                raise ValueError(f"cache holds {cache.keys.shape[0]} sequences but the batch has {query.shape[0]}")
+            k_len += cache.length
+        if self.rotary is not None and query.shape[1] != key.shape[1]:
+            raise ValueError("rotary positions need self-attention: query and key of the same length, got "
+                             f"{query.shape[1]} and {key.shape[1]}")
+        check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], k_len))
+
+
+def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary) -> None:
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_heads", n_heads)
+    check_positive_int("n_kv_heads", n_kv_heads)
+    if d_model % n_heads:
+        raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / n_heads)")
+    if n_heads % n_kv_heads:
+        raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads} (query heads per group)")
+    check_probability("dropout", dropout)
+    if not callable(attention_fn):
+        raise TypeError(f"attention_fn must be a function like scaled_dot_product_attention, got {attention_fn!r}")
+    if rotary is not None:
+        if not isinstance(rotary, RotaryEmbedding):
+            raise TypeError(f"rotary must be a positional.RotaryEmbedding or None, got {type(rotary).__name__}")
+        if rotary.d_k != d_model // n_heads:
+            raise ValueError(f"rotary was built for d_k={rotary.d_k}, but the heads have d_k={d_model // n_heads}")
 
 
 def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:

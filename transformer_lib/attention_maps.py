@@ -18,7 +18,7 @@ from torch import nn
 
 from ._checks import check_tokens
 from .attention import record_attention
-from .utils import eval_mode
+from .runtime import eval_mode
 
 __all__ = ["KINDS", "attention_kind", "attention_by_kind", "run_model"]
 

@@ -34,7 +34,7 @@ from .masks import causal_mask
 from .interop import from_torch
 from .model import Transformer, TransformerConfig
 from .positional import PositionalEncoding, rotation_for_offset, sinusoidal_encoding
-from .training import LabelSmoothingLoss
+from .losses import LabelSmoothingLoss
 
 D_MODEL, N_HEADS, D_FF, VOCAB, PAD = 32, 4, 64, 20, 0
 
@@ -177,7 +177,8 @@ def plant(model: Transformer, suspect: Suspect) -> Transformer:
     `suspect.encoding_fn`; the weights are the same, and `model` is left as it was."""
     planted = use_attention(copy.deepcopy(model), suspect.attention_fn)
     c = model.config
-    planted.pos = PositionalEncoding(c.d_model, c.max_len, c.dropout, encoding_fn=suspect.encoding_fn)
+    table = PositionalEncoding(c.d_model, c.max_len, encoding_fn=suspect.encoding_fn)
+    planted.src_embed.pos = planted.tgt_embed.pos = table  # both ends read the suspect's table
     return planted
 
 

@@ -1,8 +1,9 @@
-"""One checkpoint format for every model of the book: the recurrent `rnn.Seq2Seq` of Part I and
-the `Transformer` alike.
+"""One checkpoint format for every model of the book: the recurrent `rnn.Seq2Seq` of Part I, the
+`Transformer` and the decoder-only `lm.CausalLM` alike.
 
 A file holds the model's kind (its class name), its config, its weights, both vocabularies and
-a record of how it was made (numbers, strings, lists and dicts):
+a record of how it was made (numbers, strings, lists and dicts). A language model reads and
+writes one vocabulary: pass it as both. Every model is built the same way, `cls(config)`:
 
     save(path, model, src_vocab, tgt_vocab, record)
     model, src_vocab, tgt_vocab, record = load(path)
@@ -20,16 +21,23 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from .lm import CausalLM, CausalLMConfig
 from .model import Transformer, TransformerConfig
 from .rnn import Seq2Seq, Seq2SeqConfig
+from .runtime import book_device
 from .vocab import Vocab
 
-__all__ = ["FORMAT", "save", "load"]
+__all__ = ["CHECKPOINTS", "FORMAT", "save", "load"]
+
+#: Where the book's small trained models live: inside the package, so that a notebook finds
+#: them wherever transformer_lib is installed (a clone, pip from git on Colab, Binder).
+CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
 
 #: Written into every file; `load` refuses files without it (such as the old formats).
 FORMAT = "transformer_lib checkpoint v1"
 #: kind -> (model class, config class)
-KINDS = {"Transformer": (Transformer, TransformerConfig), "Seq2Seq": (Seq2Seq, Seq2SeqConfig)}
+KINDS = {"Transformer": (Transformer, TransformerConfig), "Seq2Seq": (Seq2Seq, Seq2SeqConfig),
+         "CausalLM": (CausalLM, CausalLMConfig)}
 
 
 def _plain(value, where: str):
@@ -55,19 +63,27 @@ def _kind(model: nn.Module) -> str:
 def save(path: str | Path, model: nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, record: dict | None = None) -> None:
     """Write `model` (weights, config, kind), both vocabularies and `record` to `path`.
 
-    The vocabularies must have the sizes the model was built for."""
+    The vocabularies must have the sizes the model was built for (a `CausalLM`'s two are one)."""
     kind = _kind(model)
-    for name, vocab, size in (("src_vocab", src_vocab, model.config.src_vocab),
-                              ("tgt_vocab", tgt_vocab, model.config.tgt_vocab)):
+    for name, vocab, size in zip(("src_vocab", "tgt_vocab"), (src_vocab, tgt_vocab), _vocab_sizes(model.config)):
         if not isinstance(vocab, Vocab):
             raise TypeError(f"{name}: expected a Vocab, got {type(vocab).__name__}")
         if len(vocab) != size:
             raise ValueError(f"{name}: the model was built for {size} tokens, the vocabulary has {len(vocab)}")
+    if kind == "CausalLM" and src_vocab.tokens != tgt_vocab.tokens:
+        raise ValueError("tgt_vocab: a language model reads and writes one vocabulary; pass it as both")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     torch.save({"format": FORMAT, "kind": kind, "config": _plain(asdict(model.config), "config"),
                 "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
                 "src_tokens": list(src_vocab.tokens), "tgt_tokens": list(tgt_vocab.tokens),
                 "record": _plain(dict(record or {}), "record")}, path)
+
+
+def _vocab_sizes(config) -> tuple[int, int]:
+    """(source, target) vocabulary sizes of a model's config; a language model has one."""
+    if isinstance(config, CausalLMConfig):
+        return config.vocab_size, config.vocab_size
+    return config.src_vocab, config.tgt_vocab
 
 
 def _check_same(name: str, given: Vocab, stored: list[str], path) -> None:
@@ -86,10 +102,13 @@ def _check_same(name: str, given: Vocab, stored: list[str], path) -> None:
 
 
 def load(path: str | Path, src_vocab: Vocab | None = None, tgt_vocab: Vocab | None = None,
-         map_location: str | torch.device = "cpu"):
+         map_location: str | torch.device | None = None):
     """Read a `save`d file -> (model in eval mode, src_vocab, tgt_vocab, record).
 
-    If `src_vocab` or `tgt_vocab` is given, it must equal the stored one (ValueError otherwise)."""
+    The model is built and loaded on `map_location` (default: the book's device, see
+    `runtime.book_device`). If `src_vocab` or `tgt_vocab` is given, it must equal the stored
+    one (ValueError otherwise)."""
+    map_location = book_device() if map_location is None else torch.device(map_location)
     blob = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT!r} file (re-save it with transformer_lib.checkpoints.save)")
@@ -100,7 +119,8 @@ def load(path: str | Path, src_vocab: Vocab | None = None, tgt_vocab: Vocab | No
             _check_same(name, given, blob[name.replace("vocab", "tokens")], path)
     cls, config_cls = KINDS[blob["kind"]]
     config = config_cls(**blob["config"])
-    model = cls(config) if cls is Transformer else cls(**asdict(config))
+    with torch.device(map_location):
+        model = cls(config)
     model.load_state_dict(blob["state_dict"])
     return (model.eval(), Vocab.from_tokens(blob["src_tokens"]), Vocab.from_tokens(blob["tgt_tokens"]),
             blob["record"])

@@ -22,8 +22,8 @@ from typing import NamedTuple, Sequence
 
 from . import vocab as _vocab
 from ._checks import check_positive_int
-from .dates import (CONTEXT_TEMPLATES, DEFAULT_LOCALES, _check_formats, _check_locales, _language,
-                    _normalise_spaces, _patterns_cached, _render, add_context, context_sentences)
+from .dates import (CONTEXT_TEMPLATES, DEFAULT_LOCALES, check_formats, check_locales, language_of,
+                    normalise_spaces, pattern_table, render_pattern, add_context, context_sentences)
 
 __all__ = [
     "ISO_ALPHABET", "YEARS", "all_dates", "split_calendar", "make_date_pairs",
@@ -82,7 +82,7 @@ def _numeric_readers(locales: tuple[str, ...], formats: tuple[str, ...]) -> list
     from babel.dates import tokenize_pattern
     readers = []
     for loc in locales:
-        for _, pat in _patterns_cached(loc, formats):
+        for _, pat in pattern_table(loc, formats):
             parts, numeric = [], True
             for kind, value in tokenize_pattern(pat):
                 if kind == "chars":
@@ -94,7 +94,7 @@ def _numeric_readers(locales: tuple[str, ...], formats: tuple[str, ...]) -> list
                         break
                     parts.append(_NUMERIC_FIELD[field])
             if numeric:
-                readers.append(re.compile("^" + _normalise_spaces("".join(parts)) + "$"))
+                readers.append(re.compile("^" + normalise_spaces("".join(parts)) + "$"))
     return readers
 
 
@@ -134,14 +134,14 @@ def make_date_pairs(days: Sequence[_dt.date], seed: int = 0,
     ``(source, target, locale, format)``.
     """
     _check_seed(seed)
-    locales = _check_locales(locales)
-    formats = _check_formats(formats)
+    locales = check_locales(locales)
+    formats = check_formats(formats)
     _check_years(years)
     if not isinstance(context, (int, float)) or not 0.0 <= context <= 1.0:
         raise ValueError(f"context: expected a probability in [0, 1], got {context!r}")
     if context > 0:
         for loc in locales:
-            if _language(loc) not in CONTEXT_TEMPLATES:
+            if language_of(loc) not in CONTEXT_TEMPLATES:
                 raise ValueError(f"locales: no context sentences for {loc!r}; with context > 0 use "
                                  f"locales among {sorted(CONTEXT_TEMPLATES)}")
     check_positive_int("per_date", per_date)
@@ -151,7 +151,7 @@ def make_date_pairs(days: Sequence[_dt.date], seed: int = 0,
         if not years[0] <= d.year <= years[1]:
             raise ValueError(f"days: {d.isoformat()} is outside years {years!r}")
     rng = random.Random(seed)
-    table = {loc: _patterns_cached(loc, formats) for loc in locales}
+    table = {loc: pattern_table(loc, formats) for loc in locales}
     if not any(table.values()):
         raise ValueError(f"formats: none of {formats!r} exists in locales {locales!r}")
     readers = _numeric_readers(locales, formats)
@@ -163,7 +163,7 @@ def make_date_pairs(days: Sequence[_dt.date], seed: int = 0,
             options = list(table[loc])
             while True:
                 name, pat = options.pop(rng.randrange(len(options)))
-                source = _render(day, loc, name, pat)
+                source = render_pattern(day, loc, name, pat)
                 ambiguous = bool(readers) and bool(_readings(source, readers, years) - {day})
                 if not ambiguous or not options:
                     break
@@ -171,7 +171,7 @@ def make_date_pairs(days: Sequence[_dt.date], seed: int = 0,
                 # every format of this locale was ambiguous for this date: use another locale
                 for loc2 in locales:
                     for name2, pat2 in table[loc2]:
-                        s2 = _render(day, loc2, name2, pat2)
+                        s2 = render_pattern(day, loc2, name2, pat2)
                         if not _readings(s2, readers, years) - {day}:
                             loc, name, source = loc2, name2, s2
                             break
@@ -228,15 +228,15 @@ def date_vocabs(locales: Sequence[str] = DEFAULT_LOCALES, formats: Sequence[str]
     characters of the context sentences; it does not depend on a data split. The target
     vocabulary is ``ISO_ALPHABET`` ("-" and the digits).
     """
-    locales = _check_locales(locales)
-    formats = _check_formats(formats)
+    locales = check_locales(locales)
+    formats = check_formats(formats)
     chars: set[str] = set("0123456789")
     year = [_dt.date(2000, 1, 1) + _dt.timedelta(days=i) for i in range(366)]
     for loc in locales:
-        for name, pat in _patterns_cached(loc, formats):
+        for name, pat in pattern_table(loc, formats):
             for d in year:
-                chars.update(_render(d, loc, name, pat))
-        if context and _language(loc) in CONTEXT_TEMPLATES:
+                chars.update(render_pattern(d, loc, name, pat))
+        if context and language_of(loc) in CONTEXT_TEMPLATES:
             for t in context_sentences(loc):
                 chars.update(t.replace("{}", ""))
     return _vocab.Vocab(sorted(chars)), _vocab.Vocab(ISO_ALPHABET)

@@ -20,7 +20,9 @@ import re
 from typing import Sequence
 
 __all__ = ["DEFAULT_LOCALES", "DATE_FORMATS", "CONTEXT_TEMPLATES", "date_patterns", "render_date",
-           "date_field_spans", "context_sentences", "add_context"]
+           "date_field_spans", "context_sentences", "add_context",
+           # the pieces `data` builds its splits and readers from
+           "check_locales", "check_formats", "language_of", "normalise_spaces", "pattern_table", "render_pattern"]
 
 DEFAULT_LOCALES = ("en", "fr", "de", "es")
 #: CLDR standard formats ("full" ... "short") and "availableFormats" skeletons, plus
@@ -54,12 +56,12 @@ _WS = re.compile(r"\s+")
 _PLAIN_SPACES = str.maketrans({"\u00a0": " ", "\u202f": " "})
 
 
-def _language(locale: str) -> str:
+def language_of(locale: str) -> str:
     """The language of a locale name: "en_GB" -> "en"."""
     return locale.split("_")[0]
 
 
-def _check_locales(locales) -> tuple[str, ...]:
+def check_locales(locales) -> tuple[str, ...]:
     if isinstance(locales, str):
         locales = (locales,)
     try:
@@ -79,7 +81,7 @@ def _check_locales(locales) -> tuple[str, ...]:
     return locales
 
 
-def _check_formats(formats) -> tuple[str, ...]:
+def check_formats(formats) -> tuple[str, ...]:
     if formats is None:
         return DATE_FORMATS
     if isinstance(formats, str):
@@ -98,15 +100,17 @@ def date_patterns(locale: str, formats: Sequence[str] | None = None) -> dict[str
     ordinal suffixes are known) are left out; formats with the same pattern are kept once
     (under the first name in ``DATE_FORMATS`` order).
     """
-    (locale,) = _check_locales((locale,))
-    formats = _check_formats(formats)
-    return dict(_patterns_cached(locale, formats))
+    (locale,) = check_locales((locale,))
+    formats = check_formats(formats)
+    return dict(pattern_table(locale, formats))
 
 
 _PATTERN_CACHE: dict = {}
 
 
-def _patterns_cached(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+def pattern_table(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The (format name, CLDR pattern) pairs of `locale` for checked `formats`, as
+    `date_patterns` describes them, computed once per (locale, formats)."""
     key = (locale, formats)
     if key not in _PATTERN_CACHE:
         loc = _locale(locale)
@@ -115,7 +119,7 @@ def _patterns_cached(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, 
             if name in ("full", "long", "medium", "short"):
                 pat = loc.date_formats[name].pattern
             elif name == "ordinal":
-                if _language(locale) not in _ORDINAL_SUFFIXES:
+                if language_of(locale) not in _ORDINAL_SUFFIXES:
                     continue
                 pat = loc.date_formats["long"].pattern  # the day field is replaced at render time
             elif name in loc.datetime_skeletons:
@@ -128,7 +132,8 @@ def _patterns_cached(locale: str, formats: tuple[str, ...]) -> tuple[tuple[str, 
     return _PATTERN_CACHE[key]
 
 
-def _normalise_spaces(text: str) -> str:
+def normalise_spaces(text: str) -> str:
+    """CLDR's no-break spaces as plain ones, runs of white space as one space, no ends."""
     return _WS.sub(" ", text.translate(_PLAIN_SPACES)).strip()
 
 
@@ -140,13 +145,13 @@ def render_date(day: _dt.date, locale: str, fmt: str) -> str:
     """
     if not isinstance(day, _dt.date):
         raise TypeError(f"day: expected a datetime.date, got {type(day).__name__}")
-    (locale,) = _check_locales((locale,))
-    _check_formats((fmt,))
-    return _render(day, locale, fmt, _pattern(locale, fmt))
+    (locale,) = check_locales((locale,))
+    check_formats((fmt,))
+    return render_pattern(day, locale, fmt, _pattern(locale, fmt))
 
 
 def _pattern(locale: str, fmt: str) -> str:
-    pat = dict(_patterns_cached(locale, (fmt,))).get(fmt)
+    pat = dict(pattern_table(locale, (fmt,))).get(fmt)
     if pat is None:
         raise ValueError(f"fmt: locale {locale!r} has no format {fmt!r}")
     return pat
@@ -162,7 +167,9 @@ def _locale(locale: str):
     return _LOCALE_CACHE[locale]
 
 
-def _render(day: _dt.date, locale: str, fmt: str, pattern: str) -> str:
+def render_pattern(day: _dt.date, locale: str, fmt: str, pattern: str) -> str:
+    """`day` written with `pattern`, the CLDR pattern of format `fmt` in `locale` (unchecked:
+    `render_date` checks its arguments and looks the pattern up)."""
     from babel.dates import format_date
     loc = _locale(locale)
     if fmt == "ordinal":
@@ -170,7 +177,7 @@ def _render(day: _dt.date, locale: str, fmt: str, pattern: str) -> str:
         ordinal = _ordinal_day(day, locale)
         tokens = [("chars", ordinal) if tok == ("field", ("d", 1)) else tok for tok in tokenize_pattern(pattern)]
         pattern = untokenize_pattern(tokens)
-    return _normalise_spaces(format_date(day, pattern, locale=loc))
+    return normalise_spaces(format_date(day, pattern, locale=loc))
 
 
 _FIELD_OF_LETTER = {"y": "year", "Y": "year", "u": "year", "M": "month", "L": "month", "d": "day",
@@ -209,14 +216,14 @@ def date_field_spans(day: _dt.date, locale: str, fmt: str) -> tuple[str, dict[st
 
 
 def _ordinal_day(day: _dt.date, locale: str) -> str:
-    suffixes = _ORDINAL_SUFFIXES[_language(locale)]
+    suffixes = _ORDINAL_SUFFIXES[language_of(locale)]
     return f"{day.day}{suffixes[_locale(locale).ordinal_form(day.day)]}"
 
 
 
 def context_sentences(locale: str) -> tuple[str, ...]:
     """The sentences (with "{}" where the date goes) that :func:`add_context` uses for ``locale``."""
-    templates = CONTEXT_TEMPLATES.get(_language(locale))
+    templates = CONTEXT_TEMPLATES.get(language_of(locale))
     if templates is None:
         raise ValueError(f"locale: no context sentences for {locale!r}; known: {sorted(CONTEXT_TEMPLATES)}")
     return templates

@@ -18,7 +18,7 @@ from ._checks import check_positive_int, check_tensor, check_token_ids
 from .attention import record_attention
 from .attention_maps import attention_kind
 from .masks import padding_mask
-from .utils import device_of, eval_mode
+from .runtime import device_of, eval_mode
 from .vocab import BOS_ID, EOS_ID, PAD_ID, collate
 
 
@@ -57,12 +57,26 @@ def _next_token_logp(model, ys, memory, src_mask, bos_id: int, pad_id: int) -> t
 
 
 def _check(model, src, max_len) -> None:
-    """Check the arguments once per call (not once per decoder step)."""
+    """Check the arguments once per call (not once per decoder step), lengths included: a
+    Transformer's decoder reads up to `max_len` target positions (<bos> and max_len - 1
+    outputs), so both the source and `max_len` must fit its positional table."""
     check_tensor("src", src, ndim=2)
+    if src.shape[1] == 0:
+        raise ValueError(f"src must hold at least one position per row, got shape {tuple(src.shape)}")
     config = getattr(model, "config", None)
     if getattr(config, "src_vocab", None) is not None:
         check_token_ids("src", src, config.src_vocab)
+    _check_lengths(model, src.shape[1], max_len)
+
+
+def _check_lengths(model, src_len: int, max_len: int) -> None:
     check_positive_int("max_len", max_len)
+    limit = getattr(getattr(model, "config", None), "max_len", None)
+    if limit is not None and src_len > limit:
+        raise ValueError(f"src has {src_len} positions, more than the model's max_len={limit}")
+    if limit is not None and max_len > limit:
+        raise ValueError(f"max_len={max_len}: the decoder would read up to {max_len} target positions, but the "
+                         f"model's positional table holds max_len={limit}; pass max_len <= {limit}")
 
 
 @torch.no_grad()
@@ -116,6 +130,8 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     """
     _check(model, src, max_len)
     check_positive_int("beam_size", beam_size)
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool) or not 0 <= alpha < float("inf"):
+        raise ValueError(f"alpha must be a non-negative number (the length penalty's exponent), got {alpha!r}")
     with eval_mode(model):
         return _beam(model, src, max_len, beam_size, bos_id, eos_id, pad_id, alpha, return_attention)
 
@@ -223,6 +239,8 @@ def translate(model: nn.Module, sources, src_vocab, tgt_vocab, max_len: int = 40
     if isinstance(sources, str):
         raise TypeError("sources must be a list of strings, not a single string")
     check_positive_int("batch_size", batch_size)
+    check_positive_int("beam_size", beam_size)
+    _check_lengths(model, max((len(src_vocab.encode(s)) for s in sources), default=0), max_len)  # before any batch
     device = device_of(model)
     outputs = []
     for start in range(0, len(sources), batch_size):

@@ -35,20 +35,25 @@ PARTS = {
 
 def box(ax, x: float, y: float, text: str, colour: str, width: float = 2.4, height: float = 0.62,
         fontsize: float = 9.5, edge: str = "black", lw: float = 1.0, text_colour: str = "black"):
-    """A rounded box of `width` x `height` centred on (x, y), with `text` in it."""
+    """A rounded box of `width` x `height` centred on (x, y), with `text` in it (drawn above lines)."""
     ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle="round,pad=0.03",
-                                fc=colour, ec=edge, lw=lw))
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour)
+                                fc=colour, ec=edge, lw=lw, zorder=3))
+    if text:
+        ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour, zorder=4)
 
 
-def arrow(ax, points: Iterable[tuple[float, float]], colour: str = "black", lw: float = 1.3):
-    """A poly-line through `points` (at least two (x, y) pairs) with an arrow head at the last one."""
+def arrow(ax, points: Iterable[tuple[float, float]], colour: str = "black", lw: float = 1.3,
+          alpha: float = 1.0, shrink: float = 0.0):
+    """A poly-line through `points` (at least two (x, y) pairs) with an arrow head at the last one.
+    `shrink` (points) leaves a gap at both ends of a two-point arrow, so that it stops at a box."""
     points = list(points)
     if len(points) < 2:
         raise ValueError(f"points must hold at least two (x, y) pairs, got {len(points)}")
     xs, ys = zip(*points)
-    ax.plot(xs[:-1], ys[:-1], color=colour, lw=lw, solid_capstyle="butt")
-    ax.annotate("", xy=points[-1], xytext=points[-2], arrowprops=dict(arrowstyle="-|>", lw=lw, color=colour))
+    if len(points) > 2:
+        ax.plot(xs[:-1], ys[:-1], color=colour, lw=lw, alpha=alpha, solid_capstyle="butt", zorder=2)
+    ax.annotate("", xy=points[-1], xytext=points[-2], zorder=2,
+                arrowprops=dict(arrowstyle="-|>", lw=lw, color=colour, alpha=alpha, shrinkA=shrink, shrinkB=shrink))
 
 
 def draw_beam_tree(steps, ax=None, title: str | None = None, best: Sequence[str] | None = None):
@@ -240,37 +245,33 @@ def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=N
     dec_x = [i * width / max(n_y - 1, 1) for i in range(n_y)]
     enc_y, dec_y, c_y = 0.0, 2.4, 1.2
 
-    def box(x, y, color, label=None):
-        ax.add_patch(FancyBboxPatch((x - 0.3, y - 0.25), 0.6, 0.5, boxstyle="round,pad=0.02",
-                                    facecolor=color, edgecolor="black", linewidth=0.8, zorder=3))
-        if label is not None:
-            ax.text(x, y, label, ha="center", va="center", fontsize=8, zorder=4)
+    def state(x, y, colour, label=""):  # one recurrent state: a small box
+        box(ax, x, y, label, colour, width=0.6, height=0.5, fontsize=8, lw=0.8)
 
-    def arrow(x0, y0, x1, y1, lw=0.8, alpha=1.0, color="black"):
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), zorder=2,
-                    arrowprops=dict(arrowstyle="-|>", lw=lw, color=color, alpha=alpha, shrinkA=9, shrinkB=9))
+    def link(x0, y0, x1, y1, lw=0.8, alpha=1.0, colour="black"):  # an arrow that stops at the boxes
+        arrow(ax, [(x0, y0), (x1, y1)], colour=colour, lw=lw, alpha=alpha, shrink=9)
 
     for i, (x, tok) in enumerate(zip(enc_x, src_tokens)):
-        box(x, enc_y, "#56B4E9")
+        state(x, enc_y, "#56B4E9")
         ax.text(x, enc_y - 0.55, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
         if i:
-            arrow(enc_x[i - 1], enc_y, x, enc_y)
+            link(enc_x[i - 1], enc_y, x, enc_y)
     for i, (x, tok) in enumerate(zip(dec_x, tgt_tokens)):
-        box(x, dec_y, "#E69F00")
+        state(x, dec_y, "#E69F00")
         ax.text(x, dec_y + 0.5, tok, ha="center", va="bottom", fontsize=9)
         if i:
-            arrow(dec_x[i - 1], dec_y, x, dec_y)
+            link(dec_x[i - 1], dec_y, x, dec_y)
     if weights is None:
         cx = width + 1.2
-        box(cx, c_y, "#CC79A7", "c")
-        arrow(enc_x[-1], enc_y, cx, c_y, lw=1.2)
+        state(cx, c_y, "#CC79A7", "c")
+        link(enc_x[-1], enc_y, cx, c_y, lw=1.2)
         for x in dec_x:
-            arrow(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
+            link(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
     else:
         row = w[step] / max(float(w[step].max()), 1e-12)
         for x, a in zip(enc_x, row.tolist()):
             if a > 0.02:
-                arrow(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, color="#0072B2")
+                link(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, colour="#0072B2")
     ax.text(-0.6, enc_y, "encoder", ha="right", va="center", fontsize=9)
     ax.text(-0.6, dec_y, "decoder", ha="right", va="center", fontsize=9)
     ax.set_xlim(-2.4, width + 2.0)

@@ -4,6 +4,11 @@ Post-norm, as in the paper, is the default: LayerNorm(x + Sublayer(x)) (section 
 `norm_first=True` gives pre-norm, x + Sublayer(LayerNorm(x)), common today (Xiong et al. 2020).
 Both live in `residual.AddNorm`, the paper's "Add & Norm" box. Copying PyTorch's modules into
 these classes is `transformer_lib.interop.from_torch`.
+
+The encoder layer is also the block of the decoder-only models of chapters 14 and 16, so it
+takes today's variants as options: RMSNorm (`norm="rms"`), the gated SwiGLU feed-forward
+(`ffn="swiglu"`), grouped-query attention (`n_kv_heads`) and rotary positions (`rotary`); and
+its `forward` takes a key/value cache for generation.
 """
 from __future__ import annotations
 
@@ -11,9 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_last_dim, check_positive_int, check_probability, check_tensor
-from .attention import MultiHeadAttention
-from .residual import AddNorm
+from ._checks import check_choice, check_last_dim, check_positive_int, check_probability, check_tensor
+from .attention import KVCache, MultiHeadAttention
+from .positional import RotaryEmbedding
+from .residual import AddNorm, make_norm
+
+#: The feed-forward networks `make_ffn` knows.
+FFNS = ("relu", "swiglu")
 
 
 class FeedForward(nn.Module):
@@ -36,24 +45,60 @@ class FeedForward(nn.Module):
         return self.w_2(self.dropout(F.relu(self.w_1(x))))  # (B, T, d_ff) in between
 
 
+class SwiGLU(nn.Module):
+    """FFN_SwiGLU(x) = (Swish(x W) * (x V)) W_2        (Shazeer 2020, arXiv:2002.05202, eq. 6)
+
+    A gated feed-forward network: one projection, passed through Swish (SiLU, x * sigmoid(x)),
+    multiplies another elementwise before the output projection. Three matrices instead of
+    two, so a d_ff of 2/3 of the ReLU network's keeps the parameter count (section 2 of the
+    paper). (batch, length, d_model) -> (batch, length, d_model) through d_ff.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_ff", d_ff)
+        check_probability("dropout", dropout)
+        self.w_gate = nn.Linear(d_model, d_ff, bias=bias)  # W: through Swish
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)  # V: the linear half
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w_2(self.dropout(F.silu(self.w_gate(x)) * self.w_1(x)))  # (B, T, d_ff) in between
+
+
+def make_ffn(kind: str, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> nn.Module:
+    """The position-wise network named `kind`: "relu" (`FeedForward`, the paper's) or "swiglu"."""
+    check_choice("ffn", kind, FFNS)
+    return (FeedForward if kind == "relu" else SwiGLU)(d_model, d_ff, dropout, bias)
+
+
 class EncoderLayer(nn.Module):
     """Self-attention then the feed-forward network, each in a residual sub-layer (section 3.1).
 
     x: (batch, S, d_model); mask: boolean, broadcastable to (batch, n_heads, S, S), True = may
     attend (usually `padding_mask(src, pad_id)`, shape (batch, 1, 1, S)).
+
+    With a causal mask it is also the block of a decoder-only model (chapter 14); `cache` (a
+    `KVCache`) then lets x be only the new positions of a sequence whose earlier keys and values
+    are cached. The options after `bias` are today's variants (chapter 16): `norm` ("layer" or
+    "rms"), `ffn` ("relu" or "swiglu"), `n_kv_heads` (grouped-query attention) and `rotary` (a
+    `RotaryEmbedding` applied to queries and keys).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
-                 norm_first: bool = False, eps: float = 1e-5, bias: bool = True):
+                 norm_first: bool = False, eps: float = 1e-5, bias: bool = True, norm: str = "layer",
+                 ffn: str = "relu", n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None):
         super().__init__()
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias)
-        self.ff = FeedForward(d_model, d_ff, dropout, bias=bias)
-        self.norm1 = AddNorm(d_model, dropout, norm_first, eps, bias)
-        self.norm2 = AddNorm(d_model, dropout, norm_first, eps, bias)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary)
+        self.ff = make_ffn(ffn, d_model, d_ff, dropout, bias)
+        self.norm1 = make_norm(norm, d_model, dropout, norm_first, eps, bias)
+        self.norm2 = make_norm(norm, d_model, dropout, norm_first, eps, bias)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.norm1(x, lambda x: self.self_attn(x, x, x, mask))  # (B, S, d_model)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+        x = self.norm1(x, lambda x: self.self_attn(x, x, x, mask, cache))  # (B, S, d_model)
         return self.norm2(x, self.ff)
 
 
@@ -84,24 +129,30 @@ class DecoderLayer(nn.Module):
         return self.norm3(x, self.ff)  # transform each position
 
 
-class Encoder(nn.Module):
-    """A stack of N encoder layers (N = 6 in the paper), optionally followed by a LayerNorm.
+class _Stack(nn.Module):
+    """N layers of one kind, optionally followed by a LayerNorm (what Encoder and Decoder share).
 
     The final norm is needed with pre-norm (otherwise the last residual sum leaves the stack
     un-normalised); `final_norm=None` means "only with pre-norm". PyTorch's `nn.Transformer`
-    always adds one. x: (batch, S, d_model) embeddings -> (batch, S, d_model).
-    """
+    always adds one."""
 
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1,
-                 norm_first: bool = False, final_norm: bool | None = None, eps: float = 1e-5, bias: bool = True):
+    def __init__(self, layer: type, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float,
+                 norm_first: bool, final_norm: bool | None, eps: float, bias: bool):
         super().__init__()
         check_positive_int("n_layers", n_layers)
         self.d_model = d_model
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first, eps, bias) for _ in range(n_layers)
-        )
+        self.layers = nn.ModuleList(layer(d_model, n_heads, d_ff, dropout, norm_first, eps, bias) for _ in range(n_layers))
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias) if final_norm else None
+
+
+class Encoder(_Stack):
+    """A stack of N encoder layers (N = 6 in the paper), optionally followed by a LayerNorm
+    (see `final_norm` above). x: (batch, S, d_model) embeddings -> (batch, S, d_model)."""
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1,
+                 norm_first: bool = False, final_norm: bool | None = None, eps: float = 1e-5, bias: bool = True):
+        super().__init__(EncoderLayer, d_model, n_heads, d_ff, n_layers, dropout, norm_first, final_norm, eps, bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         _check_stream(x, self.d_model)
@@ -110,7 +161,7 @@ class Encoder(nn.Module):
         return x if self.norm is None else self.norm(x)
 
 
-class Decoder(nn.Module):
+class Decoder(_Stack):
     """A stack of N decoder layers, each reading the same encoder output `memory`.
 
     x: (batch, T, d_model) target embeddings, memory: (batch, S, d_model) -> (batch, T, d_model).
@@ -118,14 +169,7 @@ class Decoder(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1,
                  norm_first: bool = False, final_norm: bool | None = None, eps: float = 1e-5, bias: bool = True):
-        super().__init__()
-        check_positive_int("n_layers", n_layers)
-        self.d_model = d_model
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first, eps, bias) for _ in range(n_layers)
-        )
-        final_norm = norm_first if final_norm is None else final_norm
-        self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias) if final_norm else None
+        super().__init__(DecoderLayer, d_model, n_heads, d_ff, n_layers, dropout, norm_first, final_norm, eps, bias)
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None) -> torch.Tensor:
         _check_stream(x, self.d_model, memory)

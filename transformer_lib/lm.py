@@ -1,35 +1,44 @@
-"""Decoder-only language models: the Transformer's blocks without the encoder (chapter 14).
+"""Decoder-only language models: the Transformer's blocks without the encoder (chapters 14, 16).
 
 A causal language model reads tokens x_1..x_T and predicts, at every position t, the next token
 x_{t+1} from x_1..x_t alone (Radford et al. 2018, 2019; GPT). It is a stack of the encoder
 layers of `layers.py` with the causal mask of `masks.py` in their self-attention: no encoder,
 no cross-attention. This module adds what generation needs:
 
-- `CausalLM`: embedding * sqrt(d_model) + sinusoidal positions, n_layers `EncoderLayer`s under
-  a causal mask, a final LayerNorm (pre-norm, as in GPT-2) and an output layer tied to the
-  embedding;
-- `KVCache` and `CausalLM.step`: the keys and values of every layer kept from earlier steps, so
-  that a new token costs one position's projections instead of the whole prefix's;
+- `CausalLMConfig` and `CausalLM`: embedding * sqrt(d_model) + sinusoidal positions, n_layers
+  `EncoderLayer`s under a causal mask, a final norm (pre-norm, as in GPT-2) and an output layer
+  tied to the embedding; the config's later fields switch on today's variants one at a time
+  (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied output;
+  chapter 16);
+- the key/value cache: `model.new_cache(batch_size)` gives one `attention.KVCache` per layer,
+  and `model(ids, cache=cache)` runs only the new tokens through the same layers, which read
+  and extend the cache in place;
 - `generate`: greedy decoding, or sampling with a temperature and top-k filtering, with or
   without the cache (both give the same tokens);
+- `lm_loss`, `lm_evaluate` and `random_windows`: next-token training through the book's one
+  loop, `training.train`;
 - `load_corpus`: the book's own prose (CC BY 4.0), shipped as package data.
 """
 from __future__ import annotations
 
-import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_tensor, check_token_ids
-from .attention import fused_attention, scaled_dot_product_attention
-from .layers import EncoderLayer
+from ._checks import check_bool, check_choice, check_config, check_positive_int, check_positive_number, check_probability, check_tensor, check_token_ids
+from .attention import KVCache
+from .layers import FFNS, EncoderLayer
 from .masks import causal_mask
-from .positional import PositionalEncoding
-from .utils import eval_mode
+from .model import POSITIONS, Embeddings, init_weights
+from .positional import RotaryEmbedding
+from .residual import NORMS, make_norm
+from .runtime import eval_mode
 
-__all__ = ["CORPORA", "load_corpus", "CausalLM", "KVCache", "top_k_filter", "next_token", "generate"]
+__all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "top_k_filter", "check_sampling", "next_token", "generate",
+           "lm_loss", "lm_evaluate", "random_windows"]
 
 #: The corpora shipped with the package (package data, so Colab and Binder get them too).
 CORPORA = Path(__file__).resolve().parent / "corpora"
@@ -44,40 +53,59 @@ def load_corpus(name: str = "book_prose") -> str:
     return path.read_text(encoding="utf-8").split("\n", 1)[1]
 
 
-class KVCache:
-    """The keys and values of every layer for the positions seen so far (one batch).
+@dataclass(frozen=True)
+class CausalLMConfig:
+    """The sizes of a `CausalLM`, named as in the paper, and its variant parts.
 
-    `keys[l]` and `values[l]` are (batch, n_heads, length, d_k), or None before the first step.
-    `length` is the number of positions cached; `nbytes()` what they occupy:
-    2 * n_layers * batch * length * d_model numbers.
+    The defaults are chapter 14's model: the 2017 block in GPT-2's pre-norm arrangement.
+    Chapter 16 changes the last fields one at a time:
+
+    - norm: "layer" (LayerNorm) or "rms" (RMSNorm, Zhang and Sennrich 2019);
+    - positions: "sinusoidal" (the paper's, added to the embeddings), "learned", "rope"
+      (rotary, Su et al. 2021, applied to queries and keys) or "none";
+    - ffn: "relu" (the paper's) or "swiglu" (Shazeer 2020; give it 2/3 of the d_ff to keep
+      the parameter count);
+    - n_kv_heads: key/value heads; None means n_heads, fewer is grouped-query attention
+      (Ainslie et al. 2023), 1 is multi-query attention (Shazeer 2019);
+    - bias: biases in every linear layer and norm (False: none anywhere, as in Llama);
+    - tie_output: the output layer reuses the embedding matrix (Press and Wolf 2017);
+    - scale_embeddings: multiply the embeddings by sqrt(d_model) (the paper, section 3.4).
     """
 
-    def __init__(self, n_layers: int):
-        check_positive_int("n_layers", n_layers)
-        self.keys: list[torch.Tensor | None] = [None] * n_layers
-        self.values: list[torch.Tensor | None] = [None] * n_layers
+    vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 256
+    n_layers: int = 2
+    max_len: int = 512  # the longest sequence (prompt and generated tokens) the model accepts
+    dropout: float = 0.0
+    norm_first: bool = True  # pre-norm layers and a final norm (GPT-2); False: the paper's post-norm
+    norm: str = "layer"
+    positions: str = "sinusoidal"
+    ffn: str = "relu"
+    n_kv_heads: int | None = None
+    bias: bool = True
+    tie_output: bool = True
+    scale_embeddings: bool = True
 
-    @property
-    def length(self) -> int:
-        return 0 if self.keys[0] is None else self.keys[0].shape[2]
-
-    @property
-    def batch_size(self) -> int | None:
-        return None if self.keys[0] is None else self.keys[0].shape[0]
-
-    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Add the new positions' k, v (batch, n_heads, n_new, d_k) to `layer`; return all of them."""
-        if self.keys[layer] is not None:
-            k = torch.cat([self.keys[layer], k], dim=2)
-            v = torch.cat([self.values[layer], v], dim=2)
-        self.keys[layer], self.values[layer] = k, v
-        return k, v
-
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.keys + self.values if t is not None)
-
-    def __repr__(self) -> str:
-        return f"KVCache({len(self.keys)} layers, length {self.length})"
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
+            check_positive_int(name, getattr(self, name))
+        check_probability("dropout", self.dropout)
+        for name in ("norm_first", "bias", "tie_output", "scale_embeddings"):
+            check_bool(name, getattr(self, name))
+        check_choice("norm", self.norm, NORMS)
+        check_choice("positions", self.positions, POSITIONS)
+        check_choice("ffn", self.ffn, FFNS)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.n_kv_heads is not None:
+            check_positive_int("n_kv_heads", self.n_kv_heads)
+            if self.n_heads % self.n_kv_heads:
+                raise ValueError(f"n_kv_heads={self.n_kv_heads} must divide n_heads={self.n_heads}")
+        if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
+            raise ValueError(f"positions='rope' turns pairs of channels: d_k = d_model / n_heads = "
+                             f"{self.d_model // self.n_heads} must be even")
 
 
 class CausalLM(nn.Module):
@@ -87,91 +115,89 @@ class CausalLM(nn.Module):
 
         h_0 = E[x] * sqrt(d_model) + PE            (sections 3.4 and 3.5 of Vaswani et al. 2017)
         h_l = EncoderLayer_l(h_{l-1}, causal mask)  (l = 1..n_layers)
-        logits = LayerNorm(h_L) E^T + b             (output tied to the embedding E)
+        logits = Norm(h_L) E^T + b                  (output tied to the embedding E)
 
-    Args:
-        vocab_size: number of token ids V.
-        d_model, n_heads, d_ff, n_layers: the sizes of the layers, named as in the paper.
-        max_len: the longest sequence (prompt and generated tokens) the model accepts.
-        dropout: dropout probability (training only).
-        norm_first: pre-norm layers and a final LayerNorm (GPT-2's arrangement, the default), or
-            the paper's post-norm layers without a final norm.
+    (with `config.norm_first=False`, the paper's post-norm layers and no final norm).
+
+    Generation: `cache = model.new_cache(batch)`, then `model(ids, cache=cache)` with the
+    prompt, then with each new token. The layers compute queries, keys and values for the new
+    positions only, append the keys and values to the cache, and attend over everything cached:
+    the logits equal those of `model(all tokens so far)` at the new positions (up to rounding).
     """
 
-    def __init__(self, vocab_size: int, d_model: int = 64, n_heads: int = 4, d_ff: int = 256, n_layers: int = 2,
-                 max_len: int = 512, dropout: float = 0.0, norm_first: bool = True):
+    def __init__(self, config: CausalLMConfig):
         super().__init__()
-        for name, value in (("vocab_size", vocab_size), ("d_ff", d_ff), ("n_layers", n_layers), ("max_len", max_len)):
-            check_positive_int(name, value)
-        check_probability("dropout", dropout)
-        self.vocab_size, self.d_model, self.max_len, self.norm_first = vocab_size, d_model, max_len, norm_first
-        self.embed = nn.Embedding(vocab_size, d_model)
-        self.pos = PositionalEncoding(d_model, max_len, dropout)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(d_model) if norm_first else nn.Identity()
-        self.out = nn.Linear(d_model, vocab_size)
-        for p in self.parameters():  # Xavier-uniform matrices, as in transformer_lib.model
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-        self.out.weight = self.embed.weight
+        check_config(config, CausalLMConfig)
+        self.config = c = config
+        self.embed = Embeddings(c.vocab_size, c.d_model, c.max_len, c.dropout, c.positions, c.scale_embeddings)
+        d_k = c.d_model // c.n_heads
+        rotary = RotaryEmbedding(d_k) if c.positions == "rope" else None  # one table, every layer
+        self.layers = nn.ModuleList(
+            EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, bias=c.bias, norm=c.norm,
+                         ffn=c.ffn, n_kv_heads=c.n_kv_heads, rotary=rotary)
+            for _ in range(c.n_layers))
+        self.norm = make_norm(c.norm, c.d_model, bias=c.bias) if c.norm_first else nn.Identity()
+        self.out = nn.Linear(c.d_model, c.vocab_size, bias=c.bias)
+        init_weights(self)
+        if c.tie_output:
+            self.out.weight = self.embed.weight
 
-    def _check_ids(self, ids: torch.Tensor, start: int) -> None:
-        check_token_ids("ids", ids, self.vocab_size)
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def d_model(self) -> int:
+        return self.config.d_model
+
+    @property
+    def max_len(self) -> int:
+        return self.config.max_len
+
+    def forward(self, ids: torch.Tensor, cache: list[KVCache] | None = None) -> torch.Tensor:
+        """ids (batch, T) -> logits (batch, T, vocab_size); position t sees positions <= t.
+
+        With `cache` (from `new_cache`), ids are the tokens at positions cache.length ..
+        cache.length + T - 1, after the cached ones, and the cache is extended by them."""
+        start = self._check(ids, cache)
+        h = self.embed(ids, start)  # (B, T, d_model): positions start .. start + T - 1
+        T = ids.shape[1]
+        mask = None if T == 1 else causal_mask(T, device=ids.device, k_len=start + T)  # (T, start + T)
+        for i, layer in enumerate(self.layers):
+            h = layer(h, mask, None if cache is None else cache[i])
+        return self.out(self.norm(h))  # (B, T, vocab_size)
+
+    def new_cache(self, batch_size: int, max_len: int | None = None) -> list[KVCache]:
+        """An empty key/value cache for `batch_size` sequences of up to `max_len` (default: the
+        model's) positions: one `KVCache` per layer, allocated once."""
+        max_len = self.config.max_len if max_len is None else max_len
+        check_positive_int("max_len", max_len)
+        if max_len > self.config.max_len:
+            raise ValueError(f"max_len={max_len} is longer than the model's max_len={self.config.max_len}")
+        return [layer.self_attn.new_cache(batch_size, max_len) for layer in self.layers]
+
+    def _check(self, ids: torch.Tensor, cache) -> int:
+        """Check ids (and the cache); return the position of ids' first token."""
+        check_token_ids("ids", ids, self.config.vocab_size)
         if ids.shape[1] == 0:
             raise ValueError("ids must hold at least one position, got shape (batch, 0)")
-        if start + ids.shape[1] > self.max_len:
-            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} go past max_len={self.max_len} "
+        start = 0
+        if cache is not None:
+            if not (isinstance(cache, list) and len(cache) == len(self.layers)
+                    and all(isinstance(c, KVCache) for c in cache)):
+                raise TypeError(f"cache must be model.new_cache(batch_size): a list of {len(self.layers)} "
+                                f"KVCaches, got {type(cache).__name__}")
+            start = cache[0].length
+            if start + ids.shape[1] > cache[0].max_len:
+                raise ValueError(f"the cache has room for {cache[0].max_len} positions; {start} are cached and "
+                                 f"ids adds {ids.shape[1]}")
+        if start + ids.shape[1] > self.config.max_len:
+            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} go past max_len={self.config.max_len} "
                              "of the model: give a shorter sequence or build the model with a larger max_len")
+        return start
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        """ids (batch, T) -> logits (batch, T, vocab_size); position t sees positions <= t."""
-        self._check_ids(ids, 0)
-        h = self.pos(self.embed(ids) * math.sqrt(self.d_model))  # (B, T, d_model)
-        mask = causal_mask(ids.shape[1], device=ids.device)  # (T, T), True = may attend
-        for layer in self.layers:
-            h = layer(h, mask)
-        return self.out(self.norm(h))
-
-    def new_cache(self) -> KVCache:
-        """An empty cache for `step`."""
-        return KVCache(len(self.layers))
-
-    def step(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """Logits for new tokens that follow the cached ones, and the cache extended by them.
-
-        ids (batch, n) are the tokens at positions cache.length .. cache.length + n - 1; only
-        their queries, keys and values are computed, and they attend to the cached keys and
-        values plus their own (causally). Returns logits (batch, n, vocab_size), equal (up to
-        rounding) to forward(all tokens so far)[:, -n:]. Uses the layers' own weights.
-        """
-        if not isinstance(cache, KVCache) or len(cache.keys) != len(self.layers):
-            raise TypeError(f"cache must be a KVCache with {len(self.layers)} layers (model.new_cache()), got {cache!r}")
-        start = cache.length
-        self._check_ids(ids, start)
-        if cache.batch_size is not None and cache.batch_size != ids.shape[0]:
-            raise ValueError(f"ids has batch size {ids.shape[0]} but the cache holds {cache.batch_size} sequences")
-        n = ids.shape[1]
-        x = self.embed(ids) * math.sqrt(self.d_model)
-        h = self.pos.dropout(x + self.pos.pe[start:start + n].to(x.dtype))  # positions start.. of the table
-        # New position start + i may attend to every position j <= start + i (all cached ones).
-        mask = None if n == 1 else torch.arange(start + n, device=ids.device) <= start + torch.arange(n, device=ids.device)[:, None]
-        for index, layer in enumerate(self.layers):
-            h = layer.norm1(h, lambda z: self._cached_attention(layer, z, cache, index, mask))
-            h = layer.norm2(h, layer.ff)
-        return self.out(self.norm(h))
-
-    @staticmethod
-    def _cached_attention(layer: EncoderLayer, z: torch.Tensor, cache: KVCache, index: int, mask) -> torch.Tensor:
-        """Multi-head self-attention of the new positions z (B, n, d_model) over cache + z."""
-        attn = layer.self_attn
-        q = attn.split_heads(attn.w_q(z))  # (B, h, n, d_k): only the new queries
-        k, v = cache.append(index, attn.split_heads(attn.w_k(z)), attn.split_heads(attn.w_v(z)))  # (B, h, t, d_k)
-        rule = getattr(attn, "attention_fn", scaled_dot_product_attention)  # a swapped-in rule is honoured
-        if rule is scaled_dot_product_attention and attn.fused:
-            out = fused_attention(q, k, v, mask, dropout_p=attn.dropout.p if attn.training else 0.0)
-        else:
-            out, _ = rule(q, k, v, mask, attn.dropout)
-        return attn.w_o(attn.merge_heads(out))
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -188,6 +214,23 @@ def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
     return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
 
 
+def check_sampling(vocab_size: int, sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
+                   generator: torch.Generator | None = None) -> None:
+    """Raise unless the choice settings fit together and a vocabulary of `vocab_size`: greedy
+    decoding takes none of temperature, top_k and generator; top_k is at most vocab_size."""
+    check_bool("sample", sample)
+    check_positive_number("temperature", temperature)
+    if top_k is not None:
+        check_positive_int("top_k", top_k)
+        if top_k > vocab_size:
+            raise ValueError(f"top_k={top_k} is larger than the vocabulary ({vocab_size} tokens)")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if not sample and (top_k is not None or temperature != 1.0 or generator is not None):
+        raise ValueError("top_k, temperature and generator shape sampling: pass sample=True, or leave them "
+                         "at their defaults for greedy decoding")
+
+
 def next_token(logits: torch.Tensor, *, sample: bool = False, temperature: float = 1.0, top_k: int | None = None,
                generator: torch.Generator | None = None) -> torch.Tensor:
     """Choose the next token of each row from its logits (batch, V); returns ids (batch, 1).
@@ -197,10 +240,7 @@ def next_token(logits: torch.Tensor, *, sample: bool = False, temperature: float
     first keeps only the k most likely tokens. `generator` fixes the random draws.
     """
     check_tensor("logits", logits, ndim=2, floating=True)
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or not temperature > 0:
-        raise ValueError(f"temperature must be a positive number, got {temperature!r}")
-    if top_k is not None:
-        check_positive_int("top_k", top_k)
+    check_sampling(logits.shape[-1], sample, temperature, top_k, generator)
     if not sample:
         return logits.argmax(dim=-1, keepdim=True)
     scaled = logits / temperature
@@ -215,11 +255,11 @@ def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, samp
     """Extend `prompt` (batch, T) by `max_new_tokens` tokens; returns (batch, T + max_new_tokens).
 
     Each new token is chosen by `next_token` (greedy by default; see there for sampling) from
-    the logits at the last position. With `use_cache` the prompt runs once through
-    `model.step` and every later step feeds one token; without it every step runs `model` on
-    the whole sequence so far. Both give the same tokens (greedy) and the same draws (sampling
-    with the same generator), the first much faster on long outputs. Runs in eval mode
-    without gradients and restores the model's mode.
+    the logits at the last position. With `use_cache` the prompt runs once through the model
+    with a fresh cache and every later step feeds only the new token; without it every step
+    runs the model on the whole sequence so far. Both give the same tokens (greedy) and the
+    same draws (sampling with the same generator), the first much faster on long outputs.
+    Runs in eval mode without gradients and restores the model's mode.
     """
     if not isinstance(model, CausalLM):
         raise TypeError(f"model must be a transformer_lib.lm.CausalLM, got {type(model).__name__}")
@@ -231,17 +271,70 @@ def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, samp
     if prompt.shape[1] + max_new_tokens > model.max_len:
         raise ValueError(f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds the model's "
                          f"max_len={model.max_len}")
+    check_bool("use_cache", use_cache)
     choose = dict(sample=sample, temperature=temperature, top_k=top_k, generator=generator)
-    next_token(torch.zeros(1, model.vocab_size), **{**choose, "sample": False})  # check the options up front
+    check_sampling(model.vocab_size, **choose)
     with eval_mode(model), torch.no_grad():
         ids = prompt
-        cache = model.new_cache() if use_cache else None
-        logits = model.step(prompt, cache)[:, -1] if use_cache else None
-        for i in range(max_new_tokens):
-            if not use_cache:
+        cache = model.new_cache(prompt.shape[0], prompt.shape[1] + max_new_tokens) if use_cache else None
+        new = prompt  # what the model has not read yet
+        for _ in range(max_new_tokens):
+            if use_cache:
+                logits = model(new, cache=cache)[:, -1]  # only the new positions, attending to the cache
+            else:
                 logits = model(ids)[:, -1]  # the whole prefix again: O(t) positions at step t
             new = next_token(logits, **choose)  # (B, 1)
             ids = torch.cat([ids, new], dim=1)
-            if use_cache and i < max_new_tokens - 1:
-                logits = model.step(new, cache)[:, -1]  # one position, attending to the cache
     return ids
+
+
+# ----- training through training.train: the next-token task -----
+
+def lm_loss(model: CausalLM, batch, cfg) -> torch.Tensor:
+    """Mean next-token cross-entropy of a batch (x, y) of token ids (B, T), y = x shifted by one:
+    the `loss_fn` that `training.train` takes for a language model. `cfg.label_smoothing`
+    applies (0 for the plain cross-entropy)."""
+    x, y = batch
+    logits = model(x)  # (B, T, V)
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=cfg.label_smoothing)
+
+
+@torch.no_grad()
+def lm_evaluate(model: CausalLM, batches, cfg) -> tuple[float, float]:
+    """(next-token accuracy, mean cross-entropy in nats per token) over `batches` of (x, y):
+    the `eval_fn` that `training.train` takes for a language model. Every token counts the
+    same; the loss has no label smoothing (it is the held-out measure)."""
+    correct = total = 0
+    loss_sum = 0.0
+    with eval_mode(model):
+        for x, y in batches:
+            logits = model(x)
+            loss_sum += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
+            correct += int((logits.argmax(-1) == y).sum())
+            total += y.numel()
+    return correct / max(total, 1), loss_sum / max(total, 1)
+
+
+class random_windows:
+    """A re-iterable loader of `steps` batches of `batch_size` random windows of `length` tokens
+    from `ids` (N,), each with its target shifted by one: (x, y), both (batch_size, length).
+    Every pass draws the same windows (a generator seeded with `seed`), so runs repeat."""
+
+    def __init__(self, ids: torch.Tensor, batch_size: int, length: int, steps: int, seed: int = 0):
+        check_tensor("ids", ids, ndim=1)
+        for name, value in (("batch_size", batch_size), ("length", length), ("steps", steps)):
+            check_positive_int(name, value)
+        if len(ids) < length + 2:
+            raise ValueError(f"ids holds {len(ids)} tokens, too few for windows of length {length}")
+        self.ids, self.batch_size, self.length, self.steps, self.seed = ids, batch_size, length, steps, seed
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.seed)
+        offsets = torch.arange(self.length + 1)
+        for _ in range(self.steps):
+            starts = torch.randint(0, len(self.ids) - self.length - 1, (self.batch_size, 1), generator=generator)
+            window = self.ids[starts + offsets]  # (B, length + 1)
+            yield window[:, :-1], window[:, 1:]

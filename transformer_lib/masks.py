@@ -10,13 +10,19 @@ import torch
 from ._checks import check_positive_int, check_tensor
 
 
-def causal_mask(length: int, device=None) -> torch.Tensor:
+def causal_mask(length: int, device=None, k_len: int | None = None) -> torch.Tensor:
     """Look-ahead mask, shape (length, length): position i may attend to positions j <= i.
 
     Used in the decoder's self-attention so that predicting token i never sees tokens after i.
+    With `k_len` (>= length) the queries are the last `length` of `k_len` positions, as when
+    new tokens attend to a key/value cache: shape (length, k_len), query i sits at position
+    k_len - length + i and may attend to every key j <= that position.
     """
     check_positive_int("length", length)
-    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+    k_len = length if k_len is None else k_len
+    if not isinstance(k_len, int) or isinstance(k_len, bool) or k_len < length:
+        raise ValueError(f"k_len must be an integer >= length={length}, got {k_len!r}")
+    return torch.ones(length, k_len, dtype=torch.bool, device=device).tril(diagonal=k_len - length)
 
 
 def padding_mask(ids: torch.Tensor, pad_id: int) -> torch.Tensor:

@@ -7,13 +7,57 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_token_ids
+from ._checks import check_bool, check_choice, check_config, check_non_negative_int, check_positive_int, check_probability, check_token_ids
 from .layers import Decoder, Encoder
 from .masks import padding_mask, target_mask
-from .positional import PositionalEncoding
+from .positional import LearnedPositionalEncoding, PositionalEncoding
+
+#: The positional schemes `Embeddings` knows: added to the embeddings (sinusoidal, learned), or
+#: nothing added here ("rope": queries and keys are rotated inside attention; "none").
+POSITIONS = ("sinusoidal", "learned", "rope", "none")
 
 
-@dataclass
+class Embeddings(nn.Embedding):
+    """The input of the first layer: E[x] * sqrt(d_model) + positions, then dropout
+    (paper, sections 3.4, 3.5 and 5.4).
+
+    ids (batch, T), at positions start .. start + T - 1 -> (batch, T, d_model). `weight` is the
+    embedding matrix E (vocab_size, d_model), which a tied output layer reuses. `positions`
+    names the positional scheme (`POSITIONS`): the paper's sinusoids, learned vectors, or
+    nothing added here ("rope", which rotates queries and keys inside attention, or "none").
+    `scale=False` drops the sqrt(d_model) factor (as most decoder-only models do).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, max_len: int = 512, dropout: float = 0.0,
+                 positions: str = "sinusoidal", scale: bool = True):
+        check_positive_int("vocab_size", vocab_size)
+        check_positive_int("d_model", d_model)
+        check_choice("positions", positions, POSITIONS)
+        check_bool("scale", scale)
+        super().__init__(vocab_size, d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.pos = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEncoding}.get(positions)
+        self.pos = self.pos(d_model, max_len) if self.pos is not None else None
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor, start: int = 0) -> torch.Tensor:
+        x = super().forward(ids) * self.scale  # (B, T, d_model)
+        if self.pos is not None:
+            x = self.pos(x, start)  # + PE[start : start + T]
+        return self.dropout(x)
+
+
+def init_weights(model: nn.Module) -> None:
+    """Xavier-uniform for every matrix (every parameter with 2 or more dimensions), as the
+    paper's reference code does; biases and norm gains stay as PyTorch sets them. With
+    PyTorch's N(0, 1) embedding init, embeddings times sqrt(d_model) would drown the positional
+    encoding of a small model."""
+    for p in model.parameters():
+        if p.dim() > 1:
+            nn.init.xavier_uniform_(p)
+
+
+@dataclass(frozen=True)
 class TransformerConfig:
     """Hyper-parameters, named as in the paper (Table 3). The defaults are the base model."""
 
@@ -45,6 +89,9 @@ class TransformerConfig:
         for name in ("src_vocab", "tgt_vocab", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             check_positive_int(name, getattr(self, name))
         check_probability("dropout", self.dropout)
+        for name in ("norm_first", "share_embeddings", "tie_output"):
+            check_bool(name, getattr(self, name))
+        check_non_negative_int("pad_id", self.pad_id)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
@@ -86,39 +133,23 @@ class Transformer(nn.Module):
 
     def __init__(self, config: TransformerConfig):
         super().__init__()
+        check_config(config, TransformerConfig)
         self.config = c = config
-        self.src_embed = nn.Embedding(c.src_vocab, c.d_model)
-        self.tgt_embed = self.src_embed if c.share_embeddings else nn.Embedding(c.tgt_vocab, c.d_model)
-        self.pos = PositionalEncoding(c.d_model, c.max_len, c.dropout)
+        self.src_embed = Embeddings(c.src_vocab, c.d_model, c.max_len, c.dropout)
+        self.tgt_embed = self.src_embed if c.share_embeddings else Embeddings(c.tgt_vocab, c.d_model, c.max_len, c.dropout)
         self.encoder = Encoder(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.dropout, c.norm_first)
         self.decoder = Decoder(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.dropout, c.norm_first)
         self.out = nn.Linear(c.d_model, c.tgt_vocab, bias=not c.tie_output)
-        self._init_weights()
+        init_weights(self)
         if c.tie_output:
             self.out.weight = self.tgt_embed.weight
-
-    def _init_weights(self) -> None:
-        """Xavier-uniform for every matrix, as the paper's reference code does; biases stay as
-        PyTorch sets them. With PyTorch's N(0, 1) embedding init, embeddings times sqrt(d_model)
-        would drown the positional encoding of a small model."""
-        for p in self.parameters():
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-
-    def embed_src(self, src: torch.Tensor) -> torch.Tensor:
-        """(batch, S) ids -> (batch, S, d_model): embedding * sqrt(d_model) + PE."""
-        return self.pos(self.src_embed(src) * math.sqrt(self.config.d_model))
-
-    def embed_tgt(self, tgt: torch.Tensor) -> torch.Tensor:
-        """(batch, T) ids -> (batch, T, d_model)."""
-        return self.pos(self.tgt_embed(tgt) * math.sqrt(self.config.d_model))
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, S) source ids -> memory (batch, S, d_model). Padding is masked by default."""
         check_token_ids("src", src, self.config.src_vocab)
         if src_mask is None:
             src_mask = padding_mask(src, self.config.pad_id)
-        return self.encoder(self.embed_src(src), src_mask)
+        return self.encoder(self.src_embed(src), src_mask)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """(batch, T) target ids and memory (batch, S, d_model) -> logits (batch, T, tgt_vocab).
@@ -129,7 +160,7 @@ class Transformer(nn.Module):
         check_token_ids("tgt", tgt, self.config.tgt_vocab)
         if tgt_mask is None:
             tgt_mask = target_mask(tgt, self.config.pad_id)
-        h = self.decoder(self.embed_tgt(tgt), memory, tgt_mask, src_mask)  # (B, T, d_model)
+        h = self.decoder(self.tgt_embed(tgt), memory, tgt_mask, src_mask)  # (B, T, d_model)
         return self.out(h)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:

@@ -1,10 +1,24 @@
-"""Positional encodings: sinusoidal (paper, section 3.5) and learned absolute positions."""
+"""Positional encodings: sinusoidal (paper, section 3.5), learned absolute positions, and rotary
+position embeddings (RoPE, Su et al. 2021), which rotate queries and keys instead of adding to
+the embeddings.
+
+The additive encodings take `start`, the position of the first row of x (0 for a whole
+sequence, the cache's length when generation feeds new tokens after cached ones)."""
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from ._checks import check_last_dim, check_positive_int, check_probability, check_tensor
+from ._checks import check_last_dim, check_non_negative_int, check_positive_int, check_probability, check_tensor
+
+
+def _check_rows(x: torch.Tensor, d_model: int, start: int, max_len: int, what: str) -> None:
+    """x (batch, length, d_model) must fit positions start .. start + length - 1 of a table of max_len rows."""
+    check_tensor("x", x, ndim=3, floating=True)
+    check_last_dim("x", x, d_model)
+    check_non_negative_int("start", start)
+    if start + x.shape[1] > max_len:
+        raise ValueError(f"positions {start}..{start + x.shape[1] - 1} go past max_len={max_len} {what}")
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -41,6 +55,8 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0, encoding_fn=sinusoidal_encoding):
         super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("max_len", max_len)
         check_probability("dropout", dropout)
         if not callable(encoding_fn):
             raise TypeError(f"encoding_fn must be a function (n_positions, d_model) -> table, got {encoding_fn!r}")
@@ -52,12 +68,10 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("pe", pe.to(torch.get_default_dtype()), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        check_last_dim("x", x, self.d_model)
-        if x.shape[1] > self.max_len:
-            raise ValueError(f"x has length {x.shape[1]}, longer than max_len={self.max_len} of the positional table")
-        return self.dropout(x + self.pe[: x.shape[1]].to(x.dtype))
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (batch, T, d_model) -> x + PE[start : start + T], then dropout."""
+        _check_rows(x, self.d_model, start, self.max_len, "of the positional table")
+        return self.dropout(x + self.pe[start : start + x.shape[1]].to(x.dtype))
 
 
 class LearnedPositionalEncoding(nn.Module):
@@ -69,6 +83,7 @@ class LearnedPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
         super().__init__()
+        check_positive_int("d_model", d_model)
         check_positive_int("max_len", max_len)
         check_probability("dropout", dropout)
         self.d_model, self.max_len = d_model, max_len
@@ -76,15 +91,60 @@ class LearnedPositionalEncoding(nn.Module):
         nn.init.normal_(self.pe.weight, std=d_model**-0.5)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_tensor("x", x, ndim=3, floating=True)
-        check_last_dim("x", x, self.d_model)
-        if x.shape[1] > self.max_len:
-            raise ValueError(
-                f"x has length {x.shape[1]}, but learned positions exist only for max_len={self.max_len}; "
-                "learned positions cannot extrapolate"
-            )
-        return self.dropout(x + self.pe.weight[: x.shape[1]])
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """x (batch, T, d_model) -> x + P[start : start + T], then dropout."""
+        _check_rows(x, self.d_model, start, self.max_len, "(learned positions cannot extrapolate)")
+        return self.dropout(x + self.pe.weight[start : start + x.shape[1]])
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding, RoPE (Su et al. 2021, arXiv:2104.09864, section 3.4).
+
+    Instead of adding a vector to the embeddings, rotate every query and key: the channel pair
+    (2i, 2i+1) of the vector at position m turns by the angle m theta_i, with
+    theta_i = base^(-2i / d_k), i = 0 .. d_k/2 - 1 (the frequencies of the paper's sinusoids):
+
+        x'_{2i}   = x_{2i} cos(m theta_i) - x_{2i+1} sin(m theta_i)
+        x'_{2i+1} = x_{2i} sin(m theta_i) + x_{2i+1} cos(m theta_i)
+
+    A rotation keeps lengths, and rotating q by m theta and k by n theta changes their dot
+    product only through (m - n) theta: the score q'_m . k'_n depends on the offset m - n alone.
+    Equivalently, with the pairs read as complex numbers z = x_{2i} + i x_{2i+1},
+    z' = z e^{i m theta_i}.
+
+    x: (..., T, d_k) at positions start .. start + T - 1 -> (..., T, d_k). No parameters and
+    no table: the angles are computed for the positions asked for (in float64, then rounded to
+    x's dtype), so any position works, however far past the lengths seen in training.
+    """
+
+    def __init__(self, d_k: int, base: float = 10000.0):
+        super().__init__()
+        check_positive_int("d_k", d_k)
+        if d_k % 2:
+            raise ValueError(f"d_k must be even: RoPE turns pairs of channels, got {d_k}")
+        if not isinstance(base, (int, float)) or isinstance(base, bool) or not base > 1:
+            raise ValueError(f"base must be a number > 1, got {base!r}")
+        self.d_k, self.base = d_k, float(base)
+
+    def angles(self, start: int, length: int, device=None) -> torch.Tensor:
+        """m theta_i for positions m = start .. start + length - 1: (length, d_k / 2), float64
+        (float32 on Apple's MPS, which has no float64)."""
+        dtype = torch.float32 if torch.device(device or "cpu").type == "mps" else torch.float64
+        theta = self.base ** (-torch.arange(0, self.d_k, 2, dtype=dtype, device=device) / self.d_k)  # (d_k / 2,)
+        return torch.arange(start, start + length, dtype=dtype, device=device)[:, None] * theta
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        check_tensor("x", x, floating=True)
+        check_last_dim("x", x, self.d_k, "d_k")
+        check_non_negative_int("start", start)
+        angle = self.angles(start, x.shape[-2], x.device)
+        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (T, d_k / 2)
+        even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_k / 2): the two channels of each pair
+        turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., T, d_k / 2, 2)
+        return turned.flatten(-2)
+
+    def extra_repr(self) -> str:
+        return f"d_k={self.d_k}, base={self.base:g}"
 
 
 def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -107,4 +167,5 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     return t.to(dtype or torch.get_default_dtype())
 
 
-__all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "rotation_for_offset"]
+__all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
+           "rotation_for_offset"]

@@ -3,7 +3,8 @@ the recurrent checkpoints' (Part I), as settings for the one loop, `training.tra
 from __future__ import annotations
 
 from ._checks import check_positive_int
-from .training import TrainConfig, factor_for_peak
+from .schedules import factor_for_peak
+from .training import TrainConfig
 
 __all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_config"]
 

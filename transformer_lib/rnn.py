@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_positive_int, check_token_ids
+from ._checks import check_bool, check_choice, check_config, check_non_negative_int, check_positive_int, check_tensor, check_token_ids
 from .masks import masked_softmax
 from .vocab import PAD_ID
 
@@ -51,7 +51,7 @@ class GRUEncoder(nn.Module):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
             check_positive_int(name, v)
-        self.pad_id = pad_id
+        self.vocab_size, self.pad_id = vocab_size, pad_id
         self.hidden_size = hidden_size
         self.bidirectional = bool(bidirectional)
         self.feature_size = hidden_size * (2 if bidirectional else 1)
@@ -59,8 +59,9 @@ class GRUEncoder(nn.Module):
         self.gru = nn.GRU(emb_dim, hidden_size, batch_first=True, bidirectional=self.bidirectional)
 
     def forward(self, src_ids: torch.Tensor):
-        if src_ids.dim() != 2 or src_ids.dtype != torch.long:
-            raise ValueError(f"src_ids: expected a (batch, T_x) LongTensor, got {src_ids.dtype} of shape {tuple(src_ids.shape)}")
+        check_token_ids("src_ids", src_ids, self.vocab_size)
+        if src_ids.shape[1] == 0:
+            raise ValueError("src_ids must hold at least one position, got shape (batch, 0)")
         mask = src_ids != self.pad_id
         lengths = mask.sum(dim=1)
         if (lengths == 0).any():
@@ -83,7 +84,17 @@ class GRUEncoder(nn.Module):
         return torch.cat([fwd, features[:, 0, self.hidden_size:]], dim=-1)
 
 
-class AdditiveAttention(nn.Module):
+class _RNNAttention(nn.Module):
+    """What the two scores share: weights = softmax over the allowed positions of
+    `scores(query, keys)`, and the context = sum over t' of weights[t'] keys[t']."""
+
+    def forward(self, query, keys, mask=None, projected=None):
+        weights = masked_softmax(self.scores(query, keys, projected), mask)  # (B, T_x)
+        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)  # (B, key_size)
+        return context, weights
+
+
+class AdditiveAttention(_RNNAttention):
     """Bahdanau et al. (2015) attention: ``e[t'] = v^T tanh(W_q q + W_k a_t')``.
 
     ``forward(query, keys, mask)`` with ``query`` (batch, query_size), ``keys`` (batch, T_x,
@@ -108,13 +119,8 @@ class AdditiveAttention(nn.Module):
             projected = self.project_keys(keys)
         return self.v(torch.tanh(self.W_q(query).unsqueeze(1) + projected)).squeeze(-1)
 
-    def forward(self, query, keys, mask=None, projected=None):
-        weights = masked_softmax(self.scores(query, keys, projected), mask)
-        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)
-        return context, weights
 
-
-class DotProductAttention(nn.Module):
+class DotProductAttention(_RNNAttention):
     """Luong et al. (2015) multiplicative attention: ``e[t'] = q^T W a_t'`` ("general").
 
     With ``general=False`` and ``query_size == key_size`` the score is the plain dot product
@@ -136,11 +142,6 @@ class DotProductAttention(nn.Module):
         if projected is None:
             projected = self.project_keys(keys)
         return torch.bmm(projected, query.unsqueeze(-1)).squeeze(-1)
-
-    def forward(self, query, keys, mask=None, projected=None):
-        weights = masked_softmax(self.scores(query, keys, projected), mask)
-        context = torch.bmm(weights.unsqueeze(1), keys).squeeze(1)
-        return context, weights
 
 
 class GRUDecoder(nn.Module):
@@ -212,9 +213,7 @@ class GRUDecoder(nn.Module):
         return torch.stack(all_logits, dim=1), weights
 
 
-
-
-@dataclass
+@dataclass(frozen=True)
 class Seq2SeqConfig:
     """The constructor arguments of :class:`Seq2Seq` (named like ``TransformerConfig``'s
     ``src_vocab``, ``tgt_vocab`` and ``pad_id``; stored in checkpoints)."""
@@ -228,9 +227,18 @@ class Seq2SeqConfig:
     attn_size: int = 128
     pad_id: int = PAD_ID
 
+    def __post_init__(self) -> None:
+        for name in ("src_vocab", "tgt_vocab", "emb_dim", "hidden_size", "attn_size"):
+            check_positive_int(name, getattr(self, name))
+        check_choice("attention", self.attention, ATTENTION_KINDS)
+        check_bool("bidirectional", self.bidirectional)
+        check_non_negative_int("pad_id", self.pad_id)
+        if self.pad_id >= min(self.src_vocab, self.tgt_vocab):
+            raise ValueError(f"pad_id={self.pad_id} must be a token id of both vocabularies")
+
 
 class Seq2Seq(nn.Module):
-    """A GRU encoder-decoder: ``Seq2Seq(src_vocab, tgt_vocab, attention="additive")``.
+    """A GRU encoder-decoder: ``Seq2Seq(Seq2SeqConfig(src_vocab, tgt_vocab, attention="additive"))``.
 
     It has the Transformer's interface, so one training loop and one decoder serve both:
 
@@ -245,29 +253,47 @@ class Seq2Seq(nn.Module):
     the calls match the Transformer's (a GRU reads its target in order: no causal mask needed).
     """
 
-    def __init__(self, src_vocab: int, tgt_vocab: int, emb_dim: int = 64, hidden_size: int = 128,
-                 attention: str | None = "additive", bidirectional: bool = True, attn_size: int = 128,
-                 pad_id: int = PAD_ID):
+    def __init__(self, config: Seq2SeqConfig):
         super().__init__()
-        self.config = Seq2SeqConfig(src_vocab, tgt_vocab, emb_dim, hidden_size, attention, bool(bidirectional),
-                                    attn_size, pad_id)
-        self.encoder = GRUEncoder(src_vocab, emb_dim, hidden_size, bidirectional, pad_id)
-        self.decoder = GRUDecoder(tgt_vocab, self.encoder.feature_size, emb_dim, hidden_size,
-                                  attention, attn_size, pad_id)
+        check_config(config, Seq2SeqConfig)
+        self.config = c = config
+        self.encoder = GRUEncoder(c.src_vocab, c.emb_dim, c.hidden_size, c.bidirectional, c.pad_id)
+        self.decoder = GRUDecoder(c.tgt_vocab, self.encoder.feature_size, c.emb_dim, c.hidden_size,
+                                  c.attention, c.attn_size, c.pad_id)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """(batch, T_x) source ids -> memory: the features ``a`` (batch, T_x, feature_size)."""
-        return self.encoder(src)[0]
+        """(batch, T_x) source ids -> memory: the features ``a`` (batch, T_x, feature_size).
+
+        The GRU reads its padding from ``pad_id``; ``src_mask`` is accepted so that the call
+        matches the Transformer's, and must then be that padding mask, (batch, T_x) or
+        (batch, 1, 1, T_x)."""
+        features, _, mask = self.encoder(src)
+        if src_mask is not None and not torch.equal(self._mask_of(src_mask, *src.shape), mask):
+            raise ValueError("src_mask must be the padding mask of src (True at ids != pad_id): the GRU "
+                             "encoder reads every real position in order and cannot skip others")
+        return features
+
+    @staticmethod
+    def _mask_of(src_mask: torch.Tensor, batch: int, length: int) -> torch.Tensor:
+        """src_mask (batch, T_x) or (batch, 1, 1, T_x), boolean -> (batch, T_x)."""
+        check_tensor("src_mask", src_mask)
+        if src_mask.dtype != torch.bool or tuple(src_mask.shape) not in ((batch, length), (batch, 1, 1, length)):
+            raise ValueError(f"src_mask must be a boolean (batch, T_x) = {(batch, length)} or "
+                             f"(batch, 1, 1, T_x) mask, got {src_mask.dtype} of shape {tuple(src_mask.shape)}")
+        return src_mask.reshape(batch, length)
 
     def _run(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None):
-        if memory.dim() != 3 or memory.size(-1) != self.encoder.feature_size:
+        check_tensor("memory", memory, ndim=3, floating=True)
+        if memory.size(-1) != self.encoder.feature_size:
             raise ValueError(f"memory: expected (batch, T_x, {self.encoder.feature_size}), got {tuple(memory.shape)}")
-        if tgt.dim() != 2 or tgt.size(0) != memory.size(0):
-            raise ValueError(f"tgt: expected (batch, T_y) with batch {memory.size(0)}, got shape {tuple(tgt.shape)}")
+        check_token_ids("tgt", tgt, self.config.tgt_vocab)
+        if tgt.size(0) != memory.size(0) or tgt.size(1) == 0:
+            raise ValueError(f"tgt: expected (batch, T_y) with batch {memory.size(0)} and T_y >= 1 (it starts "
+                             f"with <bos>), got shape {tuple(tgt.shape)}")
         if src_mask is None:
             mask = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-        else:  # (B, T_x) or the Transformer's (B, 1, 1, T_x)
-            mask = src_mask.reshape(memory.size(0), memory.size(1))
+        else:
+            mask = self._mask_of(src_mask, memory.size(0), memory.size(1))
         summary = self.encoder.summary_of(memory, mask)
         return self.decoder(tgt, memory, summary, mask)  # logits (B, T, V), weights (B, T, T_x) or None
 

@@ -1,24 +1,36 @@
 """Training: teacher-forced batches, label smoothing, the warm-up schedule, and one small
 training loop with validation, early stopping and checkpoints (section 5).
 
-`train` trains any model with the Transformer's interface (`model(src, tgt_in, src_mask,
-tgt_mask) -> logits`, plus `encode`/`decode` for greedy evaluation): the `Transformer` and the
-recurrent `rnn.Seq2Seq`. What differs between them is chosen in `TrainConfig`: the learning-rate
-schedule (`"warmup"`, the paper's equation 3, or `"constant"` / `"linear_decay"`), Adam's
-betas and epsilon, and label smoothing (0 gives plain cross-entropy). `recipe_config` and
-`rnn_config` are the two recipes the book uses."""
+`train` is the book's one training loop; the loss (`losses.LabelSmoothingLoss`) and the
+learning-rate schedules (`schedules`) it uses have modules of their own. By default it trains any model with the
+Transformer's interface (`model(src, tgt_in, src_mask, tgt_mask) -> logits`) on teacher-forced
+(src, tgt) batches and measures greedy exact match: the `Transformer` and the recurrent
+`rnn.Seq2Seq`. Another task passes its own `loss_fn(model, batch, cfg)` and
+`eval_fn(model, batches, cfg) -> (accuracy, loss)` (the language models of `lm`, chapter 7's
+tagger). What differs between recipes is chosen in `TrainConfig`: the learning-rate schedule
+(`"warmup"`, the paper's equation 3, or `"constant"`, `"linear_warmup"`, `"linear_decay"`),
+Adam's betas and epsilon, clipping and label smoothing (0 gives plain cross-entropy).
+`recipes.recipe_config` and `recipes.rnn_config` are the two recipes the book uses.
+
+Every `TrainConfig` field is checked when the config is made, and the config is frozen (make a
+changed copy with `dataclasses.replace`)."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Callable, Iterable
 
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_tensor
+from ._checks import (check_bool, check_choice, check_non_negative_int, check_positive_int, check_positive_number,
+                      check_probability, check_tensor)
+from .checkpoints import save as save_checkpoint
+from .losses import LabelSmoothingLoss
 from .masks import padding_mask, target_mask
-from .utils import device_of, eval_mode
+from .runtime import device_of, eval_mode
+from .schedules import SCHEDULES, lr_schedule
 
 
 @dataclass
@@ -50,75 +62,7 @@ class Batch:
         return cls(src, tgt_in, tgt_out, padding_mask(src, pad_id), target_mask(tgt_in, pad_id))
 
 
-class LabelSmoothingLoss(nn.Module):
-    """Cross-entropy against a smoothed target (Szegedy et al. 2016; the paper uses eps = 0.1).
-
-    The target distribution puts 1 - eps on the correct token and spreads eps uniformly over
-    the V' = V - 1 tokens other than padding (the correct one included):
-
-        q_k = (1 - eps) [k = y] + eps / V'          (k != pad; q_pad = 0)
-        loss = - sum_k q_k log p_k  =  -(1 - eps) log p_y - (eps / V') sum_{k != pad} log p_k
-
-    averaged over the positions whose target is not padding. It is computed from
-    `log_softmax`, never from log(softmax) (whose zeros give log 0 = -inf, and 0 * -inf = NaN
-    in a KL-divergence written out by hand), so it stays finite for any finite logits.
-    With eps = 0 it is the ordinary cross-entropy.
-
-    logits: (..., V); target: (...) token ids. Returns a scalar.
-    """
-
-    def __init__(self, smoothing: float = 0.1, pad_id: int | None = 0):
-        super().__init__()
-        check_probability("smoothing", smoothing)
-        self.smoothing, self.pad_id = smoothing, pad_id
-
-    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        check_tensor("logits", logits, floating=True)
-        check_tensor("target", target)
-        if logits.shape[:-1] != target.shape:
-            raise ValueError(f"logits (..., V) and target (...) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
-        vocab = logits.shape[-1]
-        logp = logits.float().log_softmax(-1).reshape(-1, vocab)  # (N, V)
-        target = target.reshape(-1)
-        keep = torch.ones_like(target, dtype=torch.bool) if self.pad_id is None else target != self.pad_id
-        nll = -logp.gather(1, target[:, None]).squeeze(1)  # (N,)
-        if self.pad_id is None:
-            n_classes, spread = vocab, -logp.sum(1)
-        else:
-            n_classes = vocab - 1
-            spread = -(logp.sum(1) - logp[:, self.pad_id])
-        loss = (1 - self.smoothing) * nll + (self.smoothing / n_classes) * spread
-        return loss[keep].sum() / keep.sum().clamp_min(1)
-
-
-def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
-    """lrate = factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)   (paper, equation 3)
-
-    It rises linearly for `warmup` steps (4000 in the paper), peaks at
-    factor / sqrt(d_model * warmup), then decays like 1 / sqrt(step). Steps count from 1:
-    step 0 (where step^-0.5 is infinite) or a negative step raises ValueError.
-    """
-    check_positive_int("step", step)
-    check_positive_int("d_model", d_model)
-    check_positive_int("warmup", warmup)
-    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
-
-
-def factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
-    """The `factor` that makes equation (3) peak at `peak_lr` (at step `warmup`):
-    factor = peak_lr * sqrt(d_model * warmup)."""
-    if not (isinstance(peak_lr, (int, float)) and peak_lr > 0):
-        raise ValueError(f"peak_lr must be a positive number, got {peak_lr!r}")
-    check_positive_int("d_model", d_model)
-    check_positive_int("warmup", warmup)
-    return peak_lr * (d_model * warmup) ** 0.5
-
-
-#: The learning-rate schedules `TrainConfig.schedule` can name.
-SCHEDULES = ("warmup", "constant", "linear_decay")
-
-
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
     """Settings for `train`.
 
@@ -128,8 +72,11 @@ class TrainConfig:
     * "warmup": equation (3), `noam_lr(s, d_model, warmup, factor)` (`factor` 1.0 = the
       paper's); `d_model` defaults to `model.config.d_model`;
     * "constant": `lr` at every step;
+    * "linear_warmup": `lr * min(1, s / warmup)`: a linear ramp over `warmup` steps, then `lr`;
     * "linear_decay": `lr` for the first half of `max_steps`, then falling linearly to 0 (the
       schedule of the recurrent checkpoints).
+
+    Every field is checked here, when the config is made (ValueError or TypeError naming it).
     """
 
     max_steps: int = 2000
@@ -153,24 +100,32 @@ class TrainConfig:
     adam_eps: float = 1e-9
 
     def __post_init__(self) -> None:
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        check_positive_int("max_steps", self.max_steps)
-
-
-def lr_schedule(cfg: TrainConfig, model: nn.Module) -> Callable[[int], float]:
-    """The learning rate at step s = 1, 2, ... that `cfg.schedule` names (see `TrainConfig`)."""
-    if cfg.schedule == "warmup":
-        d_model = cfg.d_model if cfg.d_model is not None else getattr(getattr(model, "config", None), "d_model", None)
-        if d_model is None:
-            raise ValueError(f"TrainConfig.d_model: the warm-up schedule needs d_model, and a "
-                             f"{type(model).__name__} has no config.d_model; set it, or pick another schedule")
-        return lambda s: noam_lr(s, d_model, cfg.warmup, cfg.factor)
-    if not (isinstance(cfg.lr, (int, float)) and cfg.lr > 0):
-        raise ValueError(f"TrainConfig.lr must be a positive number, got {cfg.lr!r}")
-    if cfg.schedule == "constant":
-        return lambda s: cfg.lr
-    return lambda s: cfg.lr * min(1.0, 2.0 * (1.0 - (s - 1) / cfg.max_steps))
+        for name in ("max_steps", "warmup", "eval_every"):
+            check_positive_int(name, getattr(self, name))
+        check_positive_number("factor", self.factor)
+        check_probability("label_smoothing", self.label_smoothing)
+        for name in ("clip_norm", "max_seconds", "d_model"):
+            if getattr(self, name) is not None:
+                (check_positive_int if name == "d_model" else check_positive_number)(name, getattr(self, name))
+        if self.patience is not None:
+            check_positive_int("patience", self.patience)
+        if self.target_accuracy is not None and not (
+                isinstance(self.target_accuracy, (int, float)) and not isinstance(self.target_accuracy, bool)
+                and 0 < self.target_accuracy <= 1):
+            raise ValueError(f"target_accuracy must be a number in (0, 1], got {self.target_accuracy!r}")
+        if self.checkpoint is not None and not isinstance(self.checkpoint, (str, PathLike)):
+            raise TypeError(f"checkpoint must be a path (str or Path) or None, got {type(self.checkpoint).__name__}")
+        check_bool("progress", self.progress)
+        for name in ("pad_id", "bos_id", "eos_id"):
+            check_non_negative_int(name, getattr(self, name))
+        if len({self.pad_id, self.bos_id, self.eos_id}) < 3:
+            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {self.pad_id}, {self.bos_id}, {self.eos_id}")
+        check_choice("schedule", self.schedule, SCHEDULES)
+        check_positive_number("lr", self.lr)
+        if not (isinstance(self.betas, (tuple, list)) and len(self.betas) == 2
+                and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1 for b in self.betas)):
+            raise ValueError(f"betas must be two numbers in [0, 1) (Adam's beta_1, beta_2), got {self.betas!r}")
+        check_positive_number("adam_eps", self.adam_eps)
 
 
 @dataclass
@@ -200,10 +155,19 @@ def _forever(loader: Iterable) -> Iterable:
             raise ValueError("train_loader yielded no batches")
 
 
+def seq2seq_loss(model: nn.Module, batch, cfg: TrainConfig) -> torch.Tensor:
+    """The label-smoothed loss of one teacher-forced batch (src, tgt) of ids: the default
+    `loss_fn` of `train` (section 5.4, label smoothing cfg.label_smoothing)."""
+    src, tgt = batch
+    b = Batch.from_ids(src, tgt, cfg.pad_id)
+    logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)  # (B, T, V)
+    return LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)(logits, b.tgt_out)
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[float, float]:
     """(exact-match accuracy, mean label-smoothed loss) over `batches` of (src, tgt) ids, from
-    one teacher-forced pass per batch.
+    one teacher-forced pass per batch: the default `eval_fn` of `train`.
 
     A target counts as correct when, reading the correct prefix, the model's most likely next
     token (never <bos> or <pad>, which decoding cannot produce) is right at every position up
@@ -228,45 +192,52 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
     return correct / max(total, 1), sum(losses) / max(len(losses), 1)
 
 
+def _to(batch, device):
+    """A batch (a tensor, or a tuple or list of them) on `device`."""
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device)
+    return type(batch)(_to(item, device) for item in batch)
+
+
 def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None = None,
           cfg: TrainConfig | None = None, on_eval: Callable[[int, float], None] | None = None,
-          vocabs: tuple | None = None) -> History:
-    """Train `model` (a `Transformer` or an `rnn.Seq2Seq`) on batches of (src, tgt) token ids.
+          vocabs: tuple | None = None, loss_fn: Callable | None = None, eval_fn: Callable | None = None) -> History:
+    """Train `model` on the batches of `train_loader`: the book's one training loop.
 
-    Adam with the schedule `cfg.schedule`, label smoothing, gradient clipping; every
-    `eval_every` steps, greedy exact-match accuracy on `val_batches` (a list of (src, tgt)
-    batches), after which `on_eval(step, accuracy)` is called. The best model so far is saved
-    to `cfg.checkpoint` if given (`checkpoints.save`, with `vocabs` = (src_vocab, tgt_vocab),
-    which it then needs, and the record {"step", "accuracy"}). Stops at `max_steps`, at
-    `max_seconds`, when accuracy reaches `target_accuracy`, or after `patience` evaluations
-    without improvement. Batches are moved to the model's device. `train_loader` (best:
-    `vocab.make_loader`) is read again at every epoch, so it must be re-iterable (a list or a
-    DataLoader): a one-shot iterator or generator raises TypeError before any step. Returns a
-    `History` (its `eval_seconds` is the evaluation part of `seconds`).
+    Each step: loss = `loss_fn(model, batch, cfg)`, backward, clip the gradient norm at
+    `cfg.clip_norm`, an Adam step at the learning rate of `cfg.schedule`. By default a batch is
+    (src, tgt) ids and the loss is the teacher-forced, label-smoothed `seq2seq_loss`, which fits
+    a `Transformer` or an `rnn.Seq2Seq`; a language model passes `lm.lm_loss`.
+
+    Every `eval_every` steps (and at the last), `eval_fn(model, val_batches, cfg)` gives
+    (accuracy, loss) on `val_batches` (default `evaluate`: greedy exact match), after which
+    `on_eval(step, accuracy)` is called. The best model so far is saved to `cfg.checkpoint` if
+    given (`checkpoints.save`, with `vocabs` = (src_vocab, tgt_vocab), which it then needs, and
+    the record {"step", "accuracy"}). Stops at `max_steps`, at `max_seconds`, when accuracy
+    reaches `target_accuracy`, or after `patience` evaluations without improvement. Batches
+    are moved to the model's device. `train_loader` (best: `vocab.make_loader`) is read again
+    at every epoch, so it must be re-iterable (a list or a DataLoader): a one-shot iterator or
+    generator raises TypeError before any step. Returns a `History` (its `eval_seconds` is the
+    evaluation part of `seconds`).
     """
     cfg = cfg or TrainConfig()
-    if iter(train_loader) is train_loader:
-        raise TypeError("train_loader must be re-iterable (a list or a DataLoader), not a one-shot iterator or "
-                        "generator: train() starts a new pass over it at every epoch")
-    if cfg.checkpoint and (vocabs is None or len(vocabs) != 2):
-        raise ValueError("vocabs: TrainConfig.checkpoint is set, so train() needs vocabs=(src_vocab, tgt_vocab) "
-                         "to store in the checkpoint")
+    _check_train_args(model, train_loader, cfg, vocabs, loss_fn, eval_fn, on_eval)
+    loss_fn = loss_fn or seq2seq_loss
+    eval_fn = eval_fn or evaluate
     lr_at = lr_schedule(cfg, model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=tuple(cfg.betas), eps=cfg.adam_eps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr_at(i + 1))  # lr = 1.0 * lr_at(step)
-    loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
     device = device_of(model)
     hist = History()
     val_batches = list(val_batches) if val_batches is not None else None
     bad_evals, start = 0, time.perf_counter()
     bar = _progress(cfg)
     model.train()
-    for step, (src, tgt) in enumerate(_forever(train_loader), start=1):
-        b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
-        loss = loss_fn(model(b.src, b.tgt_in, b.src_mask, b.tgt_mask), b.tgt_out)
+    for step, batch in enumerate(_forever(train_loader), start=1):
+        loss = loss_fn(model, _to(batch, device), cfg)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        if cfg.clip_norm:
+        if cfg.clip_norm is not None:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
         hist.lr.append(optimizer.param_groups[0]["lr"])
         optimizer.step()
@@ -278,7 +249,8 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
             bar.set_postfix(loss=f"{loss.item():.3f}", best=f"{hist.best_accuracy:.3f}")
         if val_batches is not None and (step % cfg.eval_every == 0 or step == cfg.max_steps):
             began = time.perf_counter()
-            acc, val_loss = evaluate(model, val_batches, cfg)
+            acc, val_loss = eval_fn(model, val_batches, cfg)
+            model.train()
             hist.eval_seconds += time.perf_counter() - began
             hist.eval_step.append(step)
             hist.eval_accuracy.append(acc)
@@ -288,9 +260,7 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
             if acc > hist.best_accuracy:
                 hist.best_accuracy, hist.best_step, bad_evals = acc, step, 0
                 if cfg.checkpoint:
-                    from .checkpoints import save
-
-                    save(cfg.checkpoint, model, *vocabs, record={"step": step, "accuracy": acc})
+                    save_checkpoint(cfg.checkpoint, model, *vocabs, record={"step": step, "accuracy": acc})
             else:
                 bad_evals += 1
             if cfg.target_accuracy is not None and acc >= cfg.target_accuracy:
@@ -308,6 +278,22 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     hist.seconds = time.perf_counter() - start
     model.eval()
     return hist
+
+
+def _check_train_args(model, train_loader, cfg, vocabs, loss_fn, eval_fn, on_eval) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(cfg, TrainConfig):
+        raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}")
+    if iter(train_loader) is train_loader:
+        raise TypeError("train_loader must be re-iterable (a list or a DataLoader), not a one-shot iterator or "
+                        "generator: train() starts a new pass over it at every epoch")
+    if cfg.checkpoint and (vocabs is None or len(vocabs) != 2):
+        raise ValueError("vocabs: TrainConfig.checkpoint is set, so train() needs vocabs=(src_vocab, tgt_vocab) "
+                         "to store in the checkpoint")
+    for name, fn in (("loss_fn", loss_fn), ("eval_fn", eval_fn), ("on_eval", on_eval)):
+        if fn is not None and not callable(fn):
+            raise TypeError(f"{name} must be a function or None, got {type(fn).__name__}")
 
 
 def _progress(cfg: TrainConfig):

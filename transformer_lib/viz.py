@@ -267,15 +267,6 @@ def draw_head_split(tokens: Sequence[str], d_model: int = 512, n_heads: int = 8,
     return ax
 
 
-def convex_hull(points) -> np.ndarray:
-    """The corners of the convex hull of 2-D points (n, 2), counter-clockwise, as an (m, 2) array:
-    the smallest convex polygon holding them all, where every weighted average of the points with
-    non-negative weights summing to 1 lies. Computed by `asides.convex_hull` (Andrew 1979)."""
-    from .asides import convex_hull as hull
-
-    return hull(torch.as_tensor(as_numpy("points", points, lists=True))).numpy()
-
-
 # --- Attention heads, layer by layer (chapter 12) ----------------------------------------------
 
 

@@ -1,0 +1,70 @@
+"""The key/value cache of one attention layer (chapter 14).
+
+When a decoder generates, each new token adds one position; the keys and values of every
+earlier position stay the same, so they are kept instead of recomputed. `KVCache` keeps them for
+one attention layer and one batch of sequences; `attention.MultiHeadAttention` reads and extends
+it when given one (`forward(..., cache=...)`), and `lm.CausalLM.new_cache` makes one per layer.
+At scale, reading this cache (and the weights) from memory is what limits the speed of
+generation, not arithmetic (Pope et al. 2022, arXiv:2211.05102).
+"""
+from __future__ import annotations
+
+import torch
+
+from ._checks import check_positive_int
+
+__all__ = ["KVCache"]
+
+
+class KVCache:
+    """The keys and values one attention layer has computed so far, for a batch of sequences.
+
+    Generation adds one position at a time, and every earlier position's key and value stay
+    the same, so they are kept instead of recomputed (chapter 14). The storage is allocated
+    once, (batch, n_kv_heads, max_len, d_k) for the keys and the same for the values, and each
+    step writes its new positions into it in place: no step copies the cache.
+
+    `append(k, v)` stores the new positions' k and v (batch, n_kv_heads, n, d_k) at
+    `length .. length + n - 1` and returns views of every position cached so far,
+    (batch, n_kv_heads, length + n, d_k). `nbytes()` is the size of the cached positions
+    (`capacity_bytes()` of the whole allocation).
+    """
+
+    def __init__(self, batch_size: int, n_kv_heads: int, max_len: int, d_k: int,
+                 dtype: torch.dtype | None = None, device: torch.device | str | None = None):
+        for name, value in (("batch_size", batch_size), ("n_kv_heads", n_kv_heads), ("max_len", max_len), ("d_k", d_k)):
+            check_positive_int(name, value)
+        shape = (batch_size, n_kv_heads, max_len, d_k)
+        self.keys = torch.zeros(shape, dtype=dtype, device=device)
+        self.values = torch.zeros(shape, dtype=dtype, device=device)
+        self.length = 0
+
+    @property
+    def max_len(self) -> int:
+        return self.keys.shape[2]
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        expected = (*self.keys.shape[:2], k.shape[2], self.keys.shape[3])
+        for name, t in (("k", k), ("v", v)):
+            if tuple(t.shape) != expected:
+                raise ValueError(f"{name} must have shape (batch, n_kv_heads, n, d_k) = {expected} to fit the cache, "
+                                 f"got {tuple(t.shape)}")
+        start, stop = self.length, self.length + k.shape[2]
+        if stop > self.max_len:
+            raise ValueError(f"the cache holds max_len={self.max_len} positions; {self.length} are used and "
+                             f"{k.shape[2]} more do not fit")
+        self.keys[:, :, start:stop] = k  # written in place: (B, h_kv, n, d_k)
+        self.values[:, :, start:stop] = v
+        self.length = stop
+        return self.keys[:, :, :stop], self.values[:, :, :stop]  # views, no copy
+
+    def nbytes(self) -> int:
+        """Bytes of the cached positions: 2 (K and V) x batch x n_kv_heads x length x d_k x itemsize."""
+        return 2 * self.keys[:, :, : self.length].numel() * self.keys.element_size()
+
+    def capacity_bytes(self) -> int:
+        return 2 * self.keys.numel() * self.keys.element_size()
+
+    def __repr__(self) -> str:
+        b, h, n, d = self.keys.shape
+        return f"KVCache(batch {b}, {h} key/value heads, {self.length} of {n} positions, d_k {d})"

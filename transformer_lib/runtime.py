@@ -1,0 +1,65 @@
+"""Where tensors live and in which mode a model runs: the small helpers that the training loop,
+decoding, generation and the attention maps share.
+
+- `device_of(model)`: the device of a model's parameters, where its inputs must go;
+- `eval_mode(model)`: run a block without dropout, then give the model back as it was;
+- `book_device()`: the device the book computes on, chosen once by `setup(device=...)` or the
+  environment variable `TL_DEVICE` (`cpu`, the default; `cuda`; `mps`); `resolve_device`
+  checks a name against what this machine has.
+"""
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+import torch
+
+__all__ = ["DEVICE_VARIABLE", "book_device", "device_of", "eval_mode", "resolve_device"]
+
+#: The environment variable that chooses the device of every chapter (`TL_DEVICE=cuda`).
+DEVICE_VARIABLE = "TL_DEVICE"
+
+
+def resolve_device(device: str | torch.device | None = None) -> torch.device:
+    """`device` (or, if None, the environment variable `TL_DEVICE`, or the CPU) as a
+    `torch.device`, checked against this machine: asking for `cuda` without a CUDA GPU, or
+    `mps` without Apple's Metal backend, is a ValueError that says what is available."""
+    if device is None:
+        device = os.environ.get(DEVICE_VARIABLE, "").strip() or "cpu"
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device must name a torch device such as 'cpu', 'cuda' or 'mps', got {device!r}") from None
+    available = {"cpu": True, "meta": True, "cuda": torch.cuda.is_available(),
+                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+    if not available.get(device.type, False):
+        have = ", ".join(name for name, ok in available.items() if ok and name != "meta")
+        raise ValueError(f"device {str(device)!r} is not available on this machine (available: {have}); "
+                         f"set {DEVICE_VARIABLE} or setup(device=...) to one of them")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
+
+
+def book_device() -> torch.device:
+    """The device new tensors are made on: the one `setup` chose (PyTorch's default device)."""
+    return torch.get_default_device()
+
+
+def device_of(model: torch.nn.Module) -> torch.device:
+    """The device of `model`'s parameters (the book's device for a model without any), where
+    its inputs must go."""
+    param = next(model.parameters(), None)
+    return param.device if param is not None else book_device()
+
+
+@contextmanager
+def eval_mode(model: torch.nn.Module):
+    """Run the block with `model` in eval mode (no dropout), then give it back in the mode the
+    caller had it in, even if the block raises."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)

@@ -38,6 +38,7 @@ from transformer_lib import checkpoints  # noqa: E402
 from transformer_lib import data as D
 from transformer_lib import vocab as V  # noqa: E402
 from transformer_lib import rnn as R  # noqa: E402
+from transformer_lib.runtime import resolve_device  # noqa: E402
 from transformer_lib.decoding import translate  # noqa: E402
 from transformer_lib.metrics import accuracy_by_length  # noqa: E402
 from transformer_lib.recipes import rnn_config  # noqa: E402
@@ -144,7 +145,7 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--emb-dim", type=int, default=64)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default=None, help="cpu, cuda or mps (default: $TL_DEVICE, else cpu)")
     p.add_argument("--out", default=str(ROOT / "transformer_lib" / "checkpoints"))
     args = p.parse_args(argv)
     if args.list:
@@ -152,6 +153,7 @@ def main(argv=None):
             print(f"{name:15s} task={task:5s} attention={att} steps={steps}")
         return
     torch.set_num_threads(args.threads)
+    args.device = str(resolve_device(args.device))
     Path(args.out).mkdir(parents=True, exist_ok=True)
     metas = [train_one(name, args) for name in (args.only or RUNS)]
     for m in metas:

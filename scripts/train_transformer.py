@@ -42,6 +42,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", default=None, help="cpu, cuda or mps (default: $TL_DEVICE, else cpu)")
     ap.add_argument("--max-steps", type=int, default=DATE_RECIPE["max_steps"])
     ap.add_argument("--target", type=float, default=DATE_RECIPE["target"], help="stop at this validation exact match")
     group = ap.add_mutually_exclusive_group()
@@ -53,7 +54,7 @@ def main(argv=None) -> int:
     if partial.exists():
         partial.unlink()  # so that a run that saves nothing cannot pass off an older file as its own
 
-    tl.setup(seed=args.seed, threads=args.threads, plots=False)
+    tl.setup(seed=args.seed, threads=args.threads, plots=False, device=args.device)
     src_vocab, tgt_vocab = date_vocabs()
     splits = make_date_splits(seed=0)
     loader = make_loader(splits.train, src_vocab, tgt_vocab, batch_size=DATE_RECIPE["batch_size"], seed=args.seed)
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
     record = {
         "command": command, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
         "kernels": torch.backends.cpu.get_cpu_capability(), "machine": platform.processor() or platform.machine(),
+        "device": str(tl.runtime.book_device()),
         "model": DATE_MODEL, "recipe": {**DATE_RECIPE, "max_steps": args.max_steps, "target": args.target},
         "steps_run": hist.step[-1], "best_step": best["step"], "train_seconds": round(hist.seconds, 1),
         "eval_seconds": round(hist.eval_seconds, 1), "load_average": round(os.getloadavg()[0], 2),

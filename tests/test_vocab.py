@@ -53,17 +53,39 @@ def test_collate_pads_with_zero_and_wraps_targets():
         V.collate([("", "a")], v, v)
 
 
-def test_batches_and_loader_cover_every_pair_once():
+def test_loader_covers_every_pair_once_per_pass_and_repeats_with_its_seed():
     v = V.Vocab("abcdefghijklmnop")
     pairs = make_copy_pairs(50, 2, 6, seed=3)
-    seen = []
-    for src, tgt in V.batches(pairs, 16, v, v, seed=1):
-        assert src.size(0) == tgt.size(0) <= 16
-        seen += [v.decode(row) for row in src]
-    assert sorted(seen) == sorted(s for s, _ in pairs)
     loader = V.make_loader(pairs, v, v, batch_size=16, seed=1)
-    first = [b[0].tolist() for b in loader]
-    again = [b[0].tolist() for b in V.make_loader(pairs, v, v, batch_size=16, seed=1)]
-    assert first == again
+    assert len(loader) == 4
+    for _ in range(2):  # each pass: every pair once, in a new order
+        seen = []
+        for src, tgt in loader:
+            assert src.size(0) == tgt.size(0) <= 16 and src.device.type == "cpu"
+            seen += [v.decode(row) for row in src]
+        assert sorted(seen) == sorted(s for s, _ in pairs)
+    first = [b[0].tolist() for b in V.make_loader(pairs, v, v, batch_size=16, seed=1)]
+    assert first == [b[0].tolist() for b in V.make_loader(pairs, v, v, batch_size=16, seed=1)]
+    assert len(V.make_loader(pairs, v, v, batch_size=16, drop_last=True)) == 3
     with pytest.raises(ValueError, match="batch_size"):
-        next(V.batches(pairs, 0, v, v))
+        V.make_loader(pairs, v, v, batch_size=0)
+
+
+def test_loader_gives_the_batches_of_the_dataloader_the_shipped_models_were_trained_with():
+    v = V.Vocab("abcdefghijklmnop")
+    pairs = make_copy_pairs(70, 2, 6, seed=4)
+    for shuffle, drop_last in ((True, False), (True, True), (False, False)):
+        ours = V.make_loader(pairs, v, v, batch_size=16, shuffle=shuffle, seed=5, drop_last=drop_last)
+        theirs = torch.utils.data.DataLoader(pairs, batch_size=16, shuffle=shuffle, drop_last=drop_last,
+                                             generator=torch.Generator().manual_seed(5),
+                                             collate_fn=lambda b: V.collate(b, v, v))
+        for _ in range(3):  # three epochs
+            a, b = [x for batch in ours for x in batch], [x for batch in theirs for x in batch]
+            assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_loader_works_when_the_default_device_is_not_the_cpu():
+    v = V.Vocab("abc")
+    with torch.device("meta"):  # as under setup(device="cuda"): factories default elsewhere
+        src, tgt = next(iter(V.make_loader([("ab", "ba"), ("c", "c")], v, v, batch_size=2)))
+    assert src.device.type == tgt.device.type == "cpu"

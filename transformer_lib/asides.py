@@ -63,7 +63,7 @@ def running_mean(values: Sequence[float], k: int = 10) -> list[float]:
 
 def reverse_batch(generator: torch.Generator, batch_size: int = 32, seq_len: int = 8, n_symbols: int = 8):
     """A batch of random symbol sequences and their reversals: x, y of shape (batch_size, seq_len)."""
-    x = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator)
+    x = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator, device=generator.device)
     return x, x.flip(1)
 
 

@@ -35,7 +35,7 @@ from .masks import causal_mask
 from .model import POSITIONS, Embeddings, init_weights
 from .positional import RotaryEmbedding
 from .residual import NORMS, make_norm
-from .runtime import eval_mode
+from .runtime import device_of, eval_mode
 
 __all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "top_k_filter", "check_sampling", "next_token", "generate",
            "lm_loss", "lm_evaluate", "random_windows"]
@@ -303,11 +303,14 @@ def lm_loss(model: CausalLM, batch, cfg) -> torch.Tensor:
 def lm_evaluate(model: CausalLM, batches, cfg) -> tuple[float, float]:
     """(next-token accuracy, mean cross-entropy in nats per token) over `batches` of (x, y):
     the `eval_fn` that `training.train` takes for a language model. Every token counts the
-    same; the loss has no label smoothing (it is the held-out measure)."""
+    same; the loss has no label smoothing (it is the held-out measure). Batches are moved to
+    the model's device."""
     correct = total = 0
     loss_sum = 0.0
+    device = device_of(model)
     with eval_mode(model):
         for x, y in batches:
+            x, y = x.to(device), y.to(device)
             logits = model(x)
             loss_sum += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
             correct += int((logits.argmax(-1) == y).sum())
@@ -332,9 +335,10 @@ class random_windows:
         return self.steps
 
     def __iter__(self):
-        generator = torch.Generator().manual_seed(self.seed)
-        offsets = torch.arange(self.length + 1)
-        for _ in range(self.steps):
-            starts = torch.randint(0, len(self.ids) - self.length - 1, (self.batch_size, 1), generator=generator)
+        generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        offsets = torch.arange(self.length + 1, device="cpu")
+        for _ in range(self.steps):  # indices drawn on the CPU (the generator's device), whatever the book's device
+            starts = torch.randint(0, len(self.ids) - self.length - 1, (self.batch_size, 1), generator=generator,
+                                   device="cpu")
             window = self.ids[starts + offsets]  # (B, length + 1)
             yield window[:, :-1], window[:, 1:]

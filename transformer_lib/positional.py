@@ -29,19 +29,20 @@ def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | Non
 
     Even channels hold sines and odd channels cosines (the interleaved layout of the paper).
     Channel pair i turns at frequency 1 / 10000^(2i/d_model): wavelengths run from 2 pi to
-    10000 * 2 pi. Computed in float64, returned in `dtype` (default: torch's default dtype).
+    10000 * 2 pi. Computed in float64 on the CPU, returned in `dtype` (default: torch's default
+    dtype) on the default device (the book's device, or that of a `with torch.device(...)` block).
     """
     check_positive_int("n_positions", n_positions)
     check_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (n_positions, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,)
+    pos = torch.arange(n_positions, dtype=torch.float64, device="cpu")[:, None]  # (n_positions, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu")  # (d_model / 2,)
     angle = pos / 10000.0 ** (two_i / d_model)  # (n_positions, d_model / 2)
-    pe = torch.empty(n_positions, d_model, dtype=torch.float64)
+    pe = torch.empty(n_positions, d_model, dtype=torch.float64, device="cpu")
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
-    return pe.to(dtype or torch.get_default_dtype())
+    return pe.to(device=torch.get_default_device(), dtype=dtype or torch.get_default_dtype())
 
 
 class PositionalEncoding(nn.Module):
@@ -65,7 +66,8 @@ class PositionalEncoding(nn.Module):
         if not isinstance(pe, torch.Tensor) or pe.shape != (max_len, d_model):
             raise ValueError(f"encoding_fn must return a tensor of shape (max_len={max_len}, d_model={d_model}), "
                              f"got {getattr(pe, 'shape', type(pe).__name__)}")
-        self.register_buffer("pe", pe.to(torch.get_default_dtype()), persistent=False)
+        self.register_buffer("pe", pe.to(device=torch.get_default_device(), dtype=torch.get_default_dtype()),
+                             persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
@@ -156,15 +158,15 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     check_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even, got {d_model}")
-    w = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    w = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)
     c, s = torch.cos(k * w), torch.sin(k * w)
-    t = torch.zeros(d_model, d_model, dtype=torch.float64)
+    t = torch.zeros(d_model, d_model, dtype=torch.float64, device="cpu")
     # (sin(a + b), cos(a + b)) = [[cos b, sin b], [-sin b, cos b]] @ (sin a, cos a)
     t[0::2, 0::2] = torch.diag(c)
     t[0::2, 1::2] = torch.diag(s)
     t[1::2, 0::2] = torch.diag(-s)
     t[1::2, 1::2] = torch.diag(c)
-    return t.to(dtype or torch.get_default_dtype())
+    return t.to(device=torch.get_default_device(), dtype=dtype or torch.get_default_dtype())
 
 
 __all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",

@@ -3,10 +3,12 @@
 :class:`Vocab` maps characters to ids with four special tokens (``<pad>=0, <bos>=1, <eos>=2,
 <unk>=3``); :func:`collate` turns ``(source, target)`` string pairs into right-padded
 ``LongTensor`` batches; :func:`make_loader` is the one way the book batches a training set.
+Batches are made on the CPU, whatever the book's device: the training loop and the decoders
+move them to the model's device.
 """
 from __future__ import annotations
 
-import random
+from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
 import torch
@@ -15,7 +17,7 @@ from ._checks import check_positive_int
 
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID",
-    "Vocab", "collate", "batches", "make_loader",
+    "Vocab", "collate", "PairLoader", "make_loader",
 ]
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
@@ -134,34 +136,57 @@ def collate(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab
 
 
 def _pad(seqs: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long)
+    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long, device="cpu")
     for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        out[i, : len(s)] = torch.tensor(s, dtype=torch.long, device="cpu")
     return out
 
 
-def batches(pairs: Sequence[tuple[str, str]], batch_size: int, src_vocab: Vocab, tgt_vocab: Vocab,
-            shuffle: bool = True, seed: int = 0, drop_last: bool = False
-            ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """One pass over ``pairs`` in batches of :func:`collate`d tensors (shuffled with ``seed``)."""
-    check_positive_int("batch_size", batch_size)
-    order = list(range(len(pairs)))
-    if shuffle:
-        random.Random(seed).shuffle(order)
-    for start in range(0, len(order), batch_size):
-        idx = order[start: start + batch_size]
-        if drop_last and len(idx) < batch_size:
-            break
-        yield collate([pairs[i] for i in idx], src_vocab, tgt_vocab)
+class PairLoader:
+    """Batches of :func:`collate`d ``(src_ids, tgt_ids)`` over ``pairs``, shuffled anew at every
+    pass (epoch) by a generator seeded with ``seed``; re-iterable, so ``training.train`` can
+    read it epoch after epoch. ``len(loader)`` is the number of batches in a pass.
+
+    It gives exactly the batches of ``torch.utils.data.DataLoader(pairs, batch_size,
+    shuffle=shuffle, generator=torch.Generator().manual_seed(seed), collate_fn=...)``, the
+    loader the book's shipped models were trained with (each pass draws the seed a DataLoader
+    draws for its workers, then the permutation), but it makes every tensor on the CPU
+    explicitly, so it also works when the book computes on a GPU (`setup(device="cuda")` makes
+    the GPU the default device, where a DataLoader's CPU generator would fail).
+    """
+
+    def __init__(self, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
+                 batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
+        check_positive_int("batch_size", batch_size)
+        self.pairs, self.src_vocab, self.tgt_vocab = list(pairs), src_vocab, tgt_vocab
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def __len__(self) -> int:
+        n, b = len(self.pairs), self.batch_size
+        return n // b if self.drop_last else -(-n // b)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        order = self._order()
+        torch.empty((), dtype=torch.int64, device="cpu").random_(generator=self.generator)  # a DataLoader's draw
+        while index := list(islice(order, self.batch_size)):
+            if self.drop_last and len(index) < self.batch_size:
+                break
+            yield collate([self.pairs[i] for i in index], self.src_vocab, self.tgt_vocab)
+
+    def _order(self) -> Iterator[int]:
+        """The pairs' indices for one pass, drawn as PyTorch's RandomSampler draws them (its
+        permutation, and one more, unused, when the pass ends)."""
+        n = len(self.pairs)
+        if not self.shuffle:
+            yield from range(n)
+            return
+        yield from torch.randperm(n, generator=self.generator, device="cpu").tolist()
+        torch.randperm(n, generator=self.generator, device="cpu")
 
 
 def make_loader(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
-                batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
-    """A ``torch.utils.data.DataLoader`` over ``pairs`` that yields ``(src_ids, tgt_ids)``.
-
-    The shuffling order depends only on ``seed`` (the loader has its own generator)."""
-    check_positive_int("batch_size", batch_size)
-    gen = torch.Generator().manual_seed(seed)
-    return torch.utils.data.DataLoader(
-        list(pairs), batch_size=batch_size, shuffle=shuffle, generator=gen, drop_last=drop_last,
-        collate_fn=lambda b: collate(b, src_vocab, tgt_vocab))
+                batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> PairLoader:
+    """The book's training loader over ``pairs``: a :class:`PairLoader` that yields
+    ``(src_ids, tgt_ids)`` batches; the shuffling order depends only on ``seed``."""
+    return PairLoader(pairs, src_vocab, tgt_vocab, batch_size, shuffle, seed, drop_last)

@@ -1,5 +1,6 @@
-"""The swap points (attention_fn, encoding_fn), the planted bugs and the checks of chapter 15:
-every check passes the clean model and the plain references, and fails the bug it targets."""
+"""The swap points (attention_fn, encoding_fn and the Suspect's other pieces), the planted bugs
+and the checks of chapter 15: every check passes the clean model and the plain references, and
+fails the bug it targets; the attention checks try several scales by default."""
 import copy
 import math
 
@@ -88,27 +89,64 @@ def test_plain_references_equal_the_library():
     assert abs(q_entropy_free.item() - entropy) < 1e-5
 
 
+PLAIN = bh.Suspect("plain", bh.plain_attention, bh.plain_encoding, bh.plain_smoothed_loss,
+                   bh.plain_padding_mask, bh.plain_shift, bh.plain_greedy)
+BUGS = {
+    "1": bh.Suspect("1", attention_fn=bh.attention_scaled_by_d_model),
+    "2": bh.Suspect("2", attention_fn=bh.attention_fill_tiny),
+    "3": bh.Suspect("3", loss=bh.smoothed_loss_log_of_softmax),
+    "4": bh.Suspect("4", encoding_fn=bh.encoding_frequency_per_channel),
+    "5": bh.Suspect("5", attention_fn=bh.attention_fill_1e4),
+    "6": bh.Suspect("6", padding_mask_fn=bh.padding_mask_on_queries),
+    "7": bh.Suspect("7", shift_fn=bh.target_not_shifted),
+    "8": bh.Suspect("8", decode_fn=bh.greedy_dropout_on),
+}
+
+
+def test_plain_padding_shift_and_greedy_equal_the_library():
+    ids = torch.tensor([[4, 5, 0], [6, 0, 0]])
+    assert torch.equal(bh.plain_padding_mask(ids), tl.padding_mask(ids, 0))
+    tgt = torch.tensor([[1, 5, 6, 2], [1, 7, 2, 0]])
+    for got, want in zip(bh.plain_shift(tgt), bh.library_shift(tgt)):
+        assert torch.equal(got, want)
+    model = bh.small_model()
+    src = torch.randint(3, bh.VOCAB, (3, 5), generator=torch.Generator().manual_seed(0))
+    ours, lib = bh.plain_greedy(model, src, 6), bh.library_greedy(model, src, 6)
+    # the library stops at <eos> and pads after it; up to there the tokens agree
+    for row_ours, row_lib in zip(ours.tolist(), lib.tolist()):
+        cut = row_lib.index(bh.EOS) + 1 if bh.EOS in row_lib else len(row_lib)
+        assert row_ours[:cut] == row_lib[:cut]
+
+
 @pytest.mark.parametrize("check", list(bh.CHECKS))
 def test_every_check_passes_the_clean_model_and_the_plain_references(check):
     assert bh.CHECKS[check](bh.Suspect())
-    assert bh.CHECKS[check](bh.Suspect("plain", bh.plain_attention, bh.plain_encoding, bh.plain_smoothed_loss))
+    assert bh.CHECKS[check](PLAIN)
 
 
-@pytest.mark.parametrize("check, suspect", [
-    ("torch.nn", bh.Suspect(attention_fn=bh.attention_scaled_by_d_model)),
-    ("variance", bh.Suspect(attention_fn=bh.attention_scaled_by_d_model)),
-    ("torch.nn", bh.Suspect(attention_fn=bh.attention_fill_tiny)),
-    ("causal", bh.Suspect(attention_fn=bh.attention_fill_tiny)),
-    ("finite loss", bh.Suspect(loss=bh.smoothed_loss_log_of_softmax)),
-    ("rotation", bh.Suspect(encoding_fn=bh.encoding_frequency_per_channel)),
-])
-def test_each_check_fails_the_bug_it_targets(check, suspect):
-    assert not bh.CHECKS[check](suspect)
+EXPECTED = {  # bug -> the checks that catch it, at the default scales
+    "1": {"torch.nn", "variance"},
+    "2": {"torch.nn", "causal", "padding"},
+    "3": {"finite loss"},
+    "4": {"rotation"},
+    "5": {"causal", "padding"},
+    "6": {"torch.nn", "padding"},
+    "7": {"next token"},
+    "8": {"eval mode"},
+}
 
 
-def test_no_check_catches_the_minus_1e4_mask_but_a_test_at_scale_does():
-    suspect = bh.Suspect(attention_fn=bh.attention_fill_1e4)
-    assert not any(bh.caught_by([suspect], bh.CHECKS)[suspect.name].values())
+@pytest.mark.parametrize("bug", list(BUGS))
+def test_each_bug_is_caught_by_exactly_the_expected_checks(bug):
+    row = bh.caught_by([BUGS[bug]], bh.CHECKS)[bug]
+    assert {name for name, verdict in row.items() if verdict == "caught"} == EXPECTED[bug]
+    assert "error" not in row.values()
+
+
+def test_the_minus_1e4_fill_is_caught_only_when_the_checks_try_large_scores():
+    at_one = bh.caught_by([BUGS["5"]], bh.checks(scales=(1.0,)))["5"]
+    assert set(at_one.values()) == {"."}  # at scores of order 1 every check passes
+    assert bh.CHECKS["causal"].keywords["scales"] == bh.SCALES and max(bh.SCALES) >= 1e4
 
     def leaks_at_scale(attention_fn):  # allowed scores near -28000: below the -1e4 fill
         q = torch.full((1, 1, 4, 8), 100.0)
@@ -117,15 +155,56 @@ def test_no_check_catches_the_minus_1e4_mask_but_a_test_at_scale_does():
         v2 = v.clone()
         v2[..., 1:, :] += 1.0  # change everything after position 0
         mask = tl.causal_mask(4)
-        return not torch.allclose(attention_fn(q, k, v, mask)[0][..., 0, :], attention_fn(q, k, v2, mask)[0][..., 0, :])
+        first = attention_fn(q, k, v, mask)[0][..., 0, :]
+        return not torch.allclose(first, attention_fn(q, k, v2, mask)[0][..., 0, :])
 
     assert leaks_at_scale(bh.attention_fill_1e4)
     assert not leaks_at_scale(tl.scaled_dot_product_attention)
     assert not leaks_at_scale(bh.plain_attention)
 
 
+def test_scale_queries_multiplies_every_score():
+    model = bh.small_model()
+    scaled = bh.scale_queries(copy.deepcopy(model), 10.0)
+    for name, attn in tl.attention.attention_modules(model).items():
+        other = tl.attention.attention_modules(scaled)[name]
+        torch.testing.assert_close(other.w_q.weight, 10 * attn.w_q.weight)
+        torch.testing.assert_close(other.w_k.weight, attn.w_k.weight)
+
+
+def test_the_query_side_padding_mask_is_refused_when_lengths_differ():
+    # (B, 1, S, 1) cannot broadcast to cross-attention's (B, h, T, S) unless T == S: the
+    # library's mask check raises, and caught_by reports "error"
+    model = bh.small_model()
+    src, tgt = torch.randint(3, bh.VOCAB, (2, 6)), torch.randint(3, bh.VOCAB, (2, 4))
+    with pytest.raises(ValueError, match="mask"):
+        bh.run(model, BUGS["6"], src, tgt)
+
+    def unequal(suspect):
+        bh.run(bh.small_model(), suspect, src, tgt)
+        return True
+
+    assert bh.caught_by([BUGS["6"]], {"unequal lengths": unequal})["6"] == {"unequal lengths": "error"}
+
+
+def test_copies_input_accuracy_is_chance_for_the_shifted_target_and_one_for_the_bug():
+    assert bh.copies_input_accuracy(bh.Suspect()) < 0.15
+    assert bh.copies_input_accuracy(BUGS["7"]) == 1.0
+
+
+def test_suspect_pieces_are_checked_when_made():
+    with pytest.raises(TypeError, match="shift_fn"):
+        bh.Suspect(shift_fn=3)
+    with pytest.raises(TypeError, match="decode_fn"):
+        bh.Suspect(decode_fn=None)
+    with pytest.raises(ValueError, match="scales"):
+        bh.checks(scales=())
+    with pytest.raises(ValueError, match="scales"):
+        bh.checks(scales=(1.0, -2.0))
+
+
 def test_the_scale_bug_gives_score_variance_one_over_n_heads():
-    assert abs(bh.score_variance(bh.Suspect(attention_fn=bh.attention_scaled_by_d_model)) - 1 / bh.N_HEADS) < 0.05
+    assert abs(bh.score_variance(BUGS["1"]) - 1 / bh.N_HEADS) < 0.05
     assert abs(bh.score_variance(bh.Suspect()) - 1.0) < 0.1
 
 
@@ -135,8 +214,54 @@ def test_show_diff_shows_the_one_changed_line():
         assert len(lines) == 2 and lines[0].startswith("- ") and lines[1].startswith("+ ")
     assert bh.show_diff(bh.plain_encoding, bh.plain_encoding) == ""
     assert "softmax(-1).log()" in bh.show_diff(bh.plain_smoothed_loss, bh.smoothed_loss_log_of_softmax)
+    assert bh.show_diff(bh.plain_padding_mask, bh.padding_mask_on_queries).count("\n") == 1
+    assert bh.show_diff(bh.plain_shift, bh.target_not_shifted).count("\n") == 1
+    assert bh.show_diff(bh.plain_greedy, bh.greedy_dropout_on) == "- model.eval()"
 
 
 def test_format_table_marks_caught_cells():
-    text = bh.format_table({"a bug": {"x": True, "y": False}})
-    assert text.splitlines()[1].split() == ["a", "bug", "caught", "."]
+    text = bh.format_table({"a bug": {"x": "caught", "y": ".", "z": "error"}})
+    assert text.splitlines()[1].split() == ["a", "bug", "caught", ".", "error"]
+
+
+def test_the_cheat_sheet_of_bug_2_lowers_the_training_loss_and_breaks_greedy_output():
+    clean = bh.train_briefly(bh.Suspect(), steps=120)
+    leaky = bh.train_briefly(BUGS["2"], steps=120)
+    assert leaky["train loss"] < clean["train loss"]
+    assert leaky["greedy"] < 0.1 < leaky["teacher-forced"]
+    assert set(clean) == {"train loss", "teacher-forced", "greedy"}
+    with pytest.raises(ValueError, match="steps"):
+        bh.train_briefly(bh.Suspect(), steps=0)
+
+
+def cache_agrees(model):
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.vocab_size, (2, 9), generator=g)
+    with torch.no_grad():
+        full = model(ids)
+        cache = model.new_cache(2)
+        pieces = [model(ids[:, a:b], cache=cache) for a, b in [(0, 5), (5, 8), (8, 9)]]
+    return torch.allclose(torch.cat(pieces, dim=1), full, atol=1e-5)
+
+
+def square_only(model):  # never leaves the square case
+    ids = torch.randint(0, model.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return torch.allclose(model(ids), model(ids), atol=1e-5)
+
+
+def test_the_causal_flag_equals_the_library_on_square_passes_only():
+    model = bh.small_lm()
+    flagged = use_attention(copy.deepcopy(model), bh.attention_causal_flag)
+    ids = torch.randint(0, bh.VOCAB, (2, 9), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        torch.testing.assert_close(flagged(ids), model(ids))
+    assert cache_agrees(model) and not cache_agrees(flagged)
+
+
+def test_the_cache_exercise_check_passes_a_right_answer_and_fails_wrong_ones():
+    assert bh.check_cache_test(cache_agrees).startswith("Correct")
+    assert bh.check_cache_test(square_only).startswith("Not yet")
+    assert bh.check_cache_test(lambda model: False).startswith("Not yet")
+    with pytest.raises(TypeError, match="test"):
+        bh.check_cache_test("cache_agrees")

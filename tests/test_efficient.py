@@ -1,4 +1,13 @@
-"""Blockwise attention, sliding-window masks and attention, Linformer projections, memory counting."""
+"""Blockwise attention, sliding-window masks and attention, Linformer projections, memory
+counting, the online-softmax exercise check, and the lazy import of the memory counter."""
+import ast
+import importlib
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -147,3 +156,108 @@ def test_peak_tensor_memory_counts_storages_once_and_frees():
         c = torch.ones(500, dtype=torch.float64)  # 4000 bytes, after the first is freed
     assert mem.peak == 4000
     assert mem.current == c.nbytes
+
+
+def online_solution(m, ell, o, scores, values):
+    m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    correction = torch.exp(m - m_new)
+    p = torch.exp(scores - m_new)
+    return m_new, ell * correction + p.sum(-1, keepdim=True), o * correction + p @ values
+
+
+def online_without_maximum(m, ell, o, scores, values):
+    p = torch.exp(scores)  # never subtracts the running maximum
+    return m, ell + p.sum(-1, keepdim=True), o + p @ values
+
+
+def online_without_rescaling(m, ell, o, scores, values):
+    m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    p = torch.exp(scores - m_new)  # forgets to rescale the old sums by exp(m - m_new)
+    return m_new, ell + p.sum(-1, keepdim=True), o + p @ values
+
+
+def test_online_update_check_passes_the_solution():
+    assert ef.check_online_update(online_solution).startswith("Correct")
+
+
+def test_online_update_check_fails_the_answer_without_the_running_maximum():
+    verdict = ef.check_online_update(online_without_maximum)
+    assert verdict.startswith("Not yet") and "not finite" in verdict
+    # The first two cases alone (the old check: float64, scores up to a few hundred) let it
+    # through: exp overflows float64 only past log(max float64) = 709.78.
+    assert ef.check_online_update(online_without_maximum, ef.ONLINE_CASES[:2]).startswith("Correct")
+    assert 709.7 < math.log(torch.finfo(torch.float64).max) < 709.8
+
+
+def test_online_update_check_fails_the_answer_without_rescaling():
+    verdict = ef.check_online_update(online_without_rescaling)
+    assert verdict.startswith("Not yet") and "rescale" in verdict
+
+
+def test_online_update_check_cases_overflow_exp_without_the_maximum():
+    # Each late case has a score whose exp overflows (or all exps underflow) in its dtype.
+    overflow = {torch.float64: 709.78, torch.float32: 88.72}
+    gen = torch.Generator().manual_seed(3)
+    outcomes = []
+    for _, dtype, offset, spread in ef.ONLINE_CASES:
+        scores = offset + spread * torch.randn(5, 24, generator=gen, dtype=torch.float64)
+        torch.randn(24, 3, generator=gen, dtype=torch.float64)  # the values, same stream
+        outcomes.append(bool(scores.max() > overflow[dtype] or scores.max() < -745))
+    assert outcomes == [False, False, True, True, True]
+
+
+def test_peak_tensor_memory_lives_in_memory_and_is_imported_on_first_use():
+    from transformer_lib import memory
+
+    assert ef.peak_tensor_memory is memory.peak_tensor_memory
+    code = "import sys, transformer_lib; print('transformer_lib.memory' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_memory_names_the_torch_version_when_the_private_api_is_missing(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.utils._python_dispatch", None)  # as if removed
+    monkeypatch.delitem(sys.modules, "transformer_lib.memory", raising=False)
+    with pytest.raises(ImportError, match=re.escape(f"torch {torch.__version__}")):
+        importlib.import_module("transformer_lib.memory")
+
+
+def _private_torch_imports(path: Path) -> list[str]:
+    """Module-level imports (outside functions and classes) of a private torch module: a
+    dotted name under torch with a part starting with '_' (e.g. torch.utils._pytree)."""
+    found = []
+
+    def visit(statements):
+        for node in statements:
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                for field in ("body", "orelse", "finalbody", "handlers"):  # if/try/with blocks
+                    inner = getattr(node, field, None)
+                    if isinstance(inner, list) and not isinstance(
+                            node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                        visit(inner)
+                continue
+            found.extend(n for n in names if n.split(".")[0] == "torch"
+                         and any(part.startswith("_") for part in n.split(".")[1:]))
+
+    visit(ast.parse(path.read_text()).body)
+    return found
+
+
+def test_import_transformer_lib_imports_no_private_torch_module_of_ours():
+    code = ("import sys, transformer_lib\n"
+            "for name, m in sorted(sys.modules.items()):\n"
+            "    if name.startswith('transformer_lib') and getattr(m, '__file__', None):\n"
+            "        print(m.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    files = [Path(line) for line in out.stdout.split()]
+    assert any(f.name == "efficient.py" for f in files) and len(files) > 10
+    offenders = {f.name: _private_torch_imports(f) for f in files}
+    assert not any(offenders.values()), offenders
+    # and the scan does see such an import where there is one
+    assert _private_torch_imports(Path(ef.__file__).with_name("memory.py"))

@@ -30,7 +30,10 @@ One module per concept, in the paper's order:
 - `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
   experiment, drawings of rotations and masks)
 - `efficient`: exact attention without the T x T matrix (blockwise, online softmax) and sparse
-  attention masks (chapter 13)
+  attention masks (chapter 13); its `peak_tensor_memory` (module `memory`, which needs a
+  private PyTorch module) is imported on first use
+- `flash`: FlashAttention for training, a tiled forward pass and a recomputing backward pass
+  (chapter 13)
 - `lm`: decoder-only language models (`CausalLMConfig`, `CausalLM`), cached generation and
   sampling, next-token training (chapters 14 and 16)
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
@@ -54,8 +57,8 @@ from .losses import LabelSmoothingLoss
 from .schedules import noam_lr
 from .training import TrainConfig, train
 from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
-               efficient, interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn, runtime,
-               schedules, training, vocab)  # modules, for tl.metrics.bleu etc.
+               efficient, flash, interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn,
+               runtime, schedules, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -67,7 +70,7 @@ __all__ = [
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
     "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "recipes",
-    "efficient", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz", "runtime",
+    "efficient", "flash", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz", "runtime",
     "kv_cache", "losses", "schedules",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]

@@ -21,8 +21,8 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None, floati
 def check_finite(name: str, x: torch.Tensor) -> None:
     """Raise ValueError if `x` holds a NaN or an infinity (shape-only tensors on the `meta`
     device cannot be checked and pass)."""
-    if x.is_floating_point() and not x.is_meta and x.numel() and not bool(torch.isfinite(x).all()):
-        bad = (~torch.isfinite(x)).nonzero()[0].tolist()
+    if x.is_floating_point() and not x.is_meta and x.numel() and not bool(torch.isfinite(x.detach()).all()):
+        bad = (~torch.isfinite(x.detach())).nonzero()[0].tolist()
         raise ValueError(f"{name} must be finite, but it holds {x[tuple(bad)].item()} at index {tuple(bad)} "
                          f"(shape {tuple(x.shape)})")
 

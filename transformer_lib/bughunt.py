@@ -1,18 +1,31 @@
 """Planted bugs and the book's checks, for the bug hunt of chapter 15.
 
 Each piece comes twice: a plain reference (the textbook form of equation 1, of the smoothed
-loss, of the sinusoidal table) and copies of it with one line changed, the way real
-implementations got it wrong (each docstring cites the public report). A `Suspect` bundles
-the three swappable pieces of a model; `plant` puts them into a copy of a `Transformer`; the
-checks take a `Suspect` and return True when it passes:
+loss, of the sinusoidal table, of the padding mask, of the shifted target, of greedy
+decoding) and copies of it with one line changed, the way real implementations got it wrong
+(each docstring cites the public report). A `Suspect` bundles the six swappable pieces of a
+model and its training code; `plant` puts the model's pieces into a copy of a `Transformer`;
+the checks take a `Suspect` and return True when it passes:
 
-- `matches_torch`:   the stacks equal `torch.nn.Transformer` with the same weights (chapters 5-10)
-- `is_causal`:       changing later target tokens leaves earlier logits unchanged (chapter 8)
-- `loss_is_finite`:  loss and gradients stay finite, even for confident logits (chapter 11)
-- `score_variance`:  random unit-variance q, k give scores of variance about 1 (chapter 4)
-- `rotation_holds`:  PE[pos + k] = T(k) PE[pos] for the book's rotation T(k) (chapter 6)
+- `matches_torch`:   the stacks equal `torch.nn.Transformer` with the same weights (ch. 5-10)
+- `is_causal`:       changing later target tokens leaves earlier logits unchanged (ch. 8)
+- `loss_is_finite`:  loss and gradients stay finite, even for confident logits (ch. 11)
+- `variance_is_one`: random unit-variance q, k give scores of variance about 1 (ch. 4)
+- `rotation_holds`:  PE[pos + k] = T(k) PE[pos] for the book's rotation T(k) (ch. 6)
+- `padding_is_invisible`: appending padding to a source changes no real output (ch. 8)
+- `target_is_next_token`: no position is scored on the token it reads (ch. 11)
+- `decodes_without_dropout`: decoding a model left in training mode gives what the model
+  without dropout gives (ch. 12)
 
-The checks use one small model: d_model = 32, n_heads = 4, so d_k = 8.
+The checks that run attention (`matches_torch`, `is_causal`, `padding_is_invisible`) try it
+at several scales of the scores by default (`SCALES`): the queries' projection W^Q is
+multiplied by each scale, so the scores grow by the same factor. A property that holds for
+scores of order 1 can fail for scores of order 10^4 (the -1e4 fill). `checks(scales=...)` gives the
+same checks at other scales.
+
+The checks use one small model: d_model = 32, n_heads = 4, so d_k = 8, two layers, and a
+source as long as the decoder's input (S = T = 7), as code that pads every batch to one
+length has.
 """
 from __future__ import annotations
 
@@ -23,20 +36,30 @@ import inspect
 import math
 import textwrap
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import scaled_dot_product_attention, use_attention
-from .masks import causal_mask
+from .attention import attention_modules, scaled_dot_product_attention, use_attention
+from .decoding import greedy_decode
 from .interop import from_torch
+from .lm import CausalLM, CausalLMConfig
+from .masks import causal_mask, padding_mask
 from .model import Transformer, TransformerConfig
 from .positional import PositionalEncoding, rotation_for_offset, sinusoidal_encoding
 from .losses import LabelSmoothingLoss
+from ._checks import check_positive_int
+from .data import make_reverse_pairs
+from .metrics import exact_match
+from .training import Batch, TrainConfig, evaluate, train
+from .vocab import Vocab, collate, make_loader
 
-D_MODEL, N_HEADS, D_FF, VOCAB, PAD = 32, 4, 64, 20, 0
+D_MODEL, N_HEADS, D_FF, VOCAB, PAD, BOS, EOS = 32, 4, 64, 20, 0, 1, 2
+#: The scales of the scores the attention checks try by default.
+SCALES = (1.0, 1e2, 1e4)
 
 
 # --- plain references ---------------------------------------------------------------------
@@ -77,11 +100,41 @@ def plain_encoding(n_positions: int, d_model: int):
     return torch.where(c % 2 == 0, angle.sin(), angle.cos()).float()
 
 
+def plain_padding_mask(ids, pad_id: int = PAD):
+    """ids (B, S) -> (B, 1, 1, S): True at real tokens. The singleton axes are the heads and
+    the QUERIES, so every query row is told which KEYS are padding."""
+    return (ids != pad_id)[:, None, None, :]
+
+
+def plain_shift(tgt):
+    """Teacher forcing (section 5.1 feeds the target shifted right): from tgt = [<bos>, y_1,
+    ..., y_n, <eos>] (B, T + 1), the decoder reads tgt[:, :-1] and position t is scored on
+    the NEXT token, tgt[:, 1:]. Returns (decoder input, target), both (B, T)."""
+    return tgt[:, :-1], tgt[:, 1:]
+
+
+@torch.no_grad()
+def plain_greedy(model, src, max_len: int):
+    """Greedy decoding as evaluation code writes it: switch the model to eval mode, encode,
+    then append the most likely token (never <pad> or <bos>) `max_len` times.
+    src (B, S) -> tokens (B, max_len)."""
+    model.eval()
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)
+    for _ in range(max_len):
+        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V)
+        logits[:, [PAD, BOS]] = float("-inf")  # tokens decoding never produces
+        ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], dim=1)
+    return ys[:, 1:]
+
+
 # --- the planted bugs: each is its reference with one line changed --------------------------
 
 def attention_scaled_by_d_model(query, key, value, mask=None, dropout=None):
     """Scores divided by sqrt(d_model) = sqrt(n_heads * d_k) instead of sqrt(d_k).
-    Reported: karpathy/ng-video-lecture PR #6; jadore801120/attention-is-all-you-need-pytorch #49."""
+    Reported: jadore801120/attention-is-all-you-need-pytorch #42 (fixed by the maintainer);
+    karpathy/ng-video-lecture PR #6."""
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-3] * query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
@@ -105,7 +158,7 @@ def attention_fill_tiny(query, key, value, mask=None, dropout=None):
 
 def attention_fill_1e4(query, key, value, mask=None, dropout=None):
     """Blocked scores set to -10000, which wins once the allowed scores fall below it.
-    Reported: huggingface/transformers #14859; TransformerLensOrg/TransformerLens #318 (PR #319)."""
+    Reported: huggingface/transformers #14859; TransformerLensOrg/TransformerLens #318."""
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, -1e4)
@@ -117,7 +170,9 @@ def attention_fill_1e4(query, key, value, mask=None, dropout=None):
 
 def smoothed_loss_log_of_softmax(logits, target, smoothing: float = 0.1, pad_id: int = PAD):
     """The KL form fed log(softmax(logits)): a probability that underflows to 0 gives log 0.
-    Reported: harvardnlp/annotated-transformer #109 ("label smoothing inf err")."""
+    Reported in training code: allenai/allennlp #2797 (a NaN loss from -log(softmax));
+    tinygrad/tinygrad #219 (log(0) in the Transformer example's loss); in a tutorial's
+    example of the loss: harvardnlp/annotated-transformer #109."""
     vocab = logits.shape[-1]
     q = torch.full_like(logits, smoothing / (vocab - 1))
     q = q.scatter(-1, target[..., None], 1 - smoothing + smoothing / (vocab - 1))
@@ -137,9 +192,48 @@ def encoding_frequency_per_channel(n_positions: int, d_model: int):
     return torch.where(c % 2 == 0, angle.sin(), angle.cos()).float()
 
 
+def padding_mask_on_queries(ids, pad_id: int = PAD):
+    """The padding mask unsqueezed on the wrong axis, (B, 1, S, 1): it blocks the padded
+    QUERY rows, and every real query may attend to the padding keys. Reported:
+    hyunwoongko/transformer PR #40 ("fix(model): attention pad mask")."""
+    return (ids != pad_id)[:, None, :, None]
+
+
+def target_not_shifted(tgt):
+    """The decoder reads tgt[:, :-1] and is scored on the same tokens: each position learns
+    to copy its input. Reported: huggingface/transformers #27517 (MBartForCausalLM, "the model
+    seems to copy the input during training") and #30105 (BartForCausalLM)."""
+    return tgt[:, :-1], tgt[:, :-1]
+
+
+@torch.no_grad()
+def greedy_dropout_on(model, src, max_len: int):
+    """Greedy decoding that never switches the model to eval mode: called during training,
+    dropout stays on. Reported: IBM/pytorch-seq2seq #33 (fixed in PR #38);
+    meta-pytorch/torchtune PR #1049; ipolharvard/ethos-ares #20."""
+    src_mask = padding_mask(src, PAD)
+    memory = model.encode(src, src_mask)
+    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)
+    for _ in range(max_len):
+        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V)
+        logits[:, [PAD, BOS]] = float("-inf")  # tokens decoding never produces
+        ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], dim=1)
+    return ys[:, 1:]
+
+
+def attention_causal_flag(query, key, value, mask=None, dropout=None):
+    """Causal attention through the fused kernel's flag, is_causal=True, in place of the mask
+    the model passes. The flag aligns the causal mask to the top-left corner: query i sees
+    keys 0..i, also when there are fewer queries than keys, as when new tokens attend to a
+    key/value cache, where query i should see every key up to k_len - q_len + i. Equal to
+    the library's attention whenever queries and keys are as many. Discussed in
+    pytorch/pytorch #103082; ml-explore/mlx #2835 found its kernel aligned the other way."""
+    return F.scaled_dot_product_attention(query, key, value, is_causal=True), None
+
+
 def show_diff(reference: Callable, changed: Callable) -> str:
-    """The lines of `changed`'s source that differ from `reference`'s (docstrings left out),
-    as '- old' / '+ new' pairs."""
+    """The lines of `changed`'s source that differ from `reference`'s (docstrings and
+    decorators left out), as '- old' / '+ new' lines."""
     def body(fn):
         source = textwrap.dedent(inspect.getsource(fn))
         node = ast.parse(source).body[0]
@@ -150,31 +244,59 @@ def show_diff(reference: Callable, changed: Callable) -> str:
     return "\n".join(line for line in diff if line[:1] in "-+")
 
 
+# --- the library's own pieces --------------------------------------------------------------
+
+def library_shift(tgt):
+    """The library's teacher forcing: `training.Batch.from_ids`'s decoder input and target."""
+    batch = Batch.from_ids(tgt, tgt, PAD)
+    return batch.tgt_in, batch.tgt_out
+
+
+def library_greedy(model, src, max_len: int):
+    """The library's greedy decoding (`decoding.greedy_decode`, which runs in eval mode and
+    gives the model back in the mode it had); its tokens (B, <= max_len)."""
+    return greedy_decode(model, src, max_len, bos_id=BOS, eos_id=EOS, pad_id=PAD).tokens
+
+
 # --- suspects and the model they are planted in -------------------------------------------
 
 @dataclass
 class Suspect:
-    """The three swappable pieces of a model: the attention rule (signature of
-    `scaled_dot_product_attention`), the positional table `(n_positions, d_model) -> table`,
-    and the loss `(logits, target) -> scalar`. The defaults are the library's own."""
+    """The six swappable pieces of a model and its training code: the attention rule
+    (signature of `scaled_dot_product_attention`), the positional table `(n_positions,
+    d_model) -> table`, the loss `(logits, target) -> scalar`, the padding mask `(ids, pad_id)
+    -> mask` (True = may attend), teacher forcing `tgt -> (decoder input, target)`, and
+    greedy decoding `(model, src, max_len) -> tokens`. The defaults are the library's own."""
 
     name: str = "clean (the library)"
     attention_fn: Callable = scaled_dot_product_attention
     encoding_fn: Callable = sinusoidal_encoding
     loss: Callable = field(default_factory=lambda: LabelSmoothingLoss(0.1, pad_id=PAD))
+    padding_mask_fn: Callable = padding_mask
+    shift_fn: Callable = library_shift
+    decode_fn: Callable = library_greedy
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TypeError(f"name must be a string, got {self.name!r}")
+        for piece in ("attention_fn", "encoding_fn", "loss", "padding_mask_fn", "shift_fn",
+                      "decode_fn"):
+            if not callable(getattr(self, piece)):
+                raise TypeError(f"{piece} must be a function, got {getattr(self, piece)!r}")
 
 
-def small_model(seed: int = 0) -> Transformer:
-    """The checks' model: d_model 32, 4 heads, d_ff 64, 2 layers, vocabulary 20, no dropout."""
+def small_model(seed: int = 0, dropout: float = 0.0, vocab: int = VOCAB) -> Transformer:
+    """The checks' model: d_model 32, 4 heads, d_ff 64, 2 layers, vocabulary 20 (or `vocab`),
+    no dropout unless asked; in eval mode."""
     torch.manual_seed(seed)
-    config = TransformerConfig(VOCAB, VOCAB, d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF, n_layers=2,
-                               dropout=0.0, max_len=64, pad_id=PAD)
+    config = TransformerConfig(vocab, vocab, d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF,
+                               n_layers=2, dropout=dropout, max_len=64, pad_id=PAD)
     return Transformer(config).eval()
 
 
 def plant(model: Transformer, suspect: Suspect) -> Transformer:
-    """A copy of `model` computing attention with `suspect.attention_fn` and adding the table of
-    `suspect.encoding_fn`; the weights are the same, and `model` is left as it was."""
+    """A copy of `model` computing attention with `suspect.attention_fn` and adding the table
+    of `suspect.encoding_fn`; the weights are the same, and `model` is left as it was."""
     planted = use_attention(copy.deepcopy(model), suspect.attention_fn)
     c = model.config
     table = PositionalEncoding(c.d_model, c.max_len, encoding_fn=suspect.encoding_fn)
@@ -182,35 +304,95 @@ def plant(model: Transformer, suspect: Suspect) -> Transformer:
     return planted
 
 
+def scale_queries(model: nn.Module, scale: float) -> nn.Module:
+    """Multiply W^Q (weight and bias) of every attention module of `model` by `scale`, in
+    place: every score q . k / sqrt(d_k) is multiplied by `scale`. Returns `model`."""
+    with torch.no_grad():
+        for attn in attention_modules(model).values():
+            attn.w_q.weight.mul_(scale)
+            if attn.w_q.bias is not None:
+                attn.w_q.bias.mul_(scale)
+    return model
+
+
+def run(model: Transformer, suspect: Suspect, src, tgt_in):
+    """The model's logits (B, T, V) with its masks built by `suspect.padding_mask_fn`: the
+    source mask for the encoder and the cross-attention, and the target mask AND the causal
+    mask for the decoder's self-attention."""
+    src_mask = suspect.padding_mask_fn(src, PAD)
+    tgt_mask = suspect.padding_mask_fn(tgt_in, PAD) & causal_mask(tgt_in.shape[1])
+    return model(src, tgt_in, src_mask, tgt_mask)
+
+
+def _check_scales(scales) -> tuple[float, ...]:
+    scales = tuple(scales)
+    if not scales or not all(isinstance(s, (int, float)) and s > 0 for s in scales):
+        raise ValueError(f"scales must be a non-empty sequence of positive numbers, got {scales!r}")
+    return scales
+
+
 # --- the checks ---------------------------------------------------------------------------
 
-def matches_torch(suspect: Suspect, atol: float = 1e-4) -> bool:
-    """Chapters 5-10: copy a random `torch.nn.Transformer` into `EncoderDecoder` (`interop.from_torch`), swap in the
-    suspect's attention, and compare the decoder outputs (padded source, causal target)."""
-    torch.manual_seed(1)
-    theirs = nn.Transformer(D_MODEL, N_HEADS, 2, 2, D_FF, dropout=0.0, batch_first=True)
-    ours = use_attention(from_torch(theirs), suspect.attention_fn)
-    src, tgt = torch.randn(2, 7, D_MODEL), torch.randn(2, 5, D_MODEL)
-    keep = torch.ones(2, 7, dtype=torch.bool)
-    keep[1, 5:] = False  # two padding tokens in the second source
-    causal = causal_mask(5)
-    with torch.no_grad():
-        expected = theirs(src, tgt, tgt_mask=~causal, src_key_padding_mask=~keep, memory_key_padding_mask=~keep)
-        got = ours(src, tgt, keep[:, None, None, :], causal, keep[:, None, None, :])
-    return bool((got - expected).abs().max() < atol)
+def matches_torch(suspect: Suspect, scales=SCALES, atol: float = 1e-4) -> bool:
+    """Chapters 5-10: copy a random `torch.nn.Transformer` into `EncoderDecoder`
+    (`interop.from_torch`), swap in the suspect's attention, and compare the decoder outputs
+    (a padded source, a causal target, S = T = 7), with W^Q scaled by each of `scales` in
+    both. Our masks come from the suspect's padding mask; PyTorch's from the ids."""
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, VOCAB, (2, 7), generator=g)
+    ids[1, 5:] = PAD  # two padding tokens in the second source
+    src, tgt = torch.randn(2, 7, D_MODEL, generator=g), torch.randn(2, 7, D_MODEL, generator=g)
+    ours_mask = suspect.padding_mask_fn(ids, PAD)
+    for scale in _check_scales(scales):
+        torch.manual_seed(1)
+        theirs = nn.Transformer(D_MODEL, N_HEADS, 2, 2, D_FF, dropout=0.0, batch_first=True)
+        with torch.no_grad():
+            for m in theirs.modules():
+                if isinstance(m, nn.MultiheadAttention):  # W^Q: the first d_model rows
+                    m.in_proj_weight[:D_MODEL].mul_(scale)
+                    m.in_proj_bias[:D_MODEL].mul_(scale)
+        ours = use_attention(from_torch(theirs), suspect.attention_fn)
+        with torch.no_grad():
+            expected = theirs(src, tgt, tgt_mask=~causal_mask(7), src_key_padding_mask=ids == PAD,
+                              memory_key_padding_mask=ids == PAD)
+            got = ours(src, tgt, ours_mask, causal_mask(7), ours_mask)
+        if not (got - expected).abs().max() < atol:
+            return False
+    return True
 
 
-def is_causal(suspect: Suspect, t: int = 4) -> bool:
+def is_causal(suspect: Suspect, scales=SCALES, t: int = 4) -> bool:
     """Chapter 8: target tokens from position t on are changed; the logits of positions
-    before t must not move (to 1e-6)."""
-    model = plant(small_model(), suspect)
+    before t must not move (to 1e-6), with W^Q scaled by each of `scales`."""
     g = torch.Generator().manual_seed(2)
-    src, tgt = torch.randint(1, VOCAB, (3, 6), generator=g), torch.randint(1, VOCAB, (3, 8), generator=g)
+    src, tgt = torch.randint(3, VOCAB, (3, 7), generator=g), torch.randint(3, VOCAB, (3, 7), generator=g)
     changed = tgt.clone()
-    changed[:, t:] = torch.randint(1, VOCAB, (3, 8 - t), generator=g)
-    with torch.no_grad():
-        before, after = model(src, tgt)[:, :t], model(src, changed)[:, :t]
-    return bool((before - after).abs().max() < 1e-6)
+    changed[:, t:] = torch.randint(3, VOCAB, (3, 7 - t), generator=g)
+    for scale in _check_scales(scales):
+        model = scale_queries(plant(small_model(), suspect), scale)
+        with torch.no_grad():
+            before, after = run(model, suspect, src, tgt)[:, :t], run(model, suspect, src, changed)[:, :t]
+        if not (before - after).abs().max() < 1e-6:
+            return False
+    return True
+
+
+def padding_is_invisible(suspect: Suspect, scales=SCALES, extra: int = 3) -> bool:
+    """Chapter 8: appending `extra` padding tokens to every source (and as many to every
+    decoder input, so that S = T still) leaves the logits at the real positions unchanged (to
+    1e-4: longer tensors may round differently), with W^Q scaled by each of `scales`."""
+    g = torch.Generator().manual_seed(6)
+    src, tgt = torch.randint(3, VOCAB, (3, 7), generator=g), torch.randint(3, VOCAB, (3, 7), generator=g)
+    src[0, 5:] = PAD  # one source is padded already
+    pad = torch.full((3, extra), PAD)
+    for scale in _check_scales(scales):
+        model = scale_queries(plant(small_model(), suspect), scale)
+        with torch.no_grad():
+            short = run(model, suspect, src, tgt)
+            long = run(model, suspect, torch.cat([src, pad], 1), torch.cat([tgt, pad], 1))[:, :7]
+        if not torch.allclose(short, long, rtol=1e-4, atol=1e-4):
+            return False
+    return True
 
 
 def loss_is_finite(suspect: Suspect) -> bool:
@@ -218,16 +400,18 @@ def loss_is_finite(suspect: Suspect) -> bool:
     with padding) and on confident logits (+-100, as a trained model may give)."""
     model = plant(small_model(), suspect).train()
     g = torch.Generator().manual_seed(3)
-    src, tgt = torch.randint(1, VOCAB, (3, 6), generator=g), torch.randint(1, VOCAB, (3, 8), generator=g)
+    src, tgt = torch.randint(3, VOCAB, (3, 7), generator=g), torch.randint(3, VOCAB, (3, 8), generator=g)
     tgt[0, 6:] = PAD
-    loss = suspect.loss(model(src, tgt[:, :-1]), tgt[:, 1:])
+    tgt_in, tgt_out = suspect.shift_fn(tgt)
+    loss = suspect.loss(run(model, suspect, src, tgt_in), tgt_out)
     loss.backward()
     grads_ok = all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-    target = torch.randint(1, VOCAB, (6,), generator=g)
+    target = torch.randint(3, VOCAB, (6,), generator=g)
     confident = torch.full((6, VOCAB), -100.0).scatter(-1, target[:, None], 100.0).requires_grad_()
     extreme = suspect.loss(confident, target)
     extreme.backward()
-    return bool(torch.isfinite(loss) and grads_ok and torch.isfinite(extreme) and torch.isfinite(confident.grad).all())
+    return bool(torch.isfinite(loss) and grads_ok and torch.isfinite(extreme)
+                and torch.isfinite(confident.grad).all())
 
 
 def score_variance(suspect: Suspect) -> float:
@@ -248,27 +432,138 @@ def rotation_holds(suspect: Suspect, n_positions: int = 50) -> bool:
     """Chapter 6: every row of the table is the row k before it turned by the book's
     rotation T(k), for k = 1 and 7."""
     table = suspect.encoding_fn(n_positions, D_MODEL).double()
-    return all(torch.allclose(table[k:], table[:-k] @ rotation_for_offset(k, D_MODEL, torch.float64).T, atol=1e-5)
-               for k in (1, 7))
+    return all(torch.allclose(table[k:], table[:-k] @ rotation_for_offset(k, D_MODEL, torch.float64).T,
+                              atol=1e-5) for k in (1, 7))
 
 
-CHECKS: dict[str, Callable[[Suspect], bool]] = {
-    "torch.nn": matches_torch, "causal": is_causal, "finite loss": loss_is_finite,
-    "variance": variance_is_one, "rotation": rotation_holds,
-}
+def copies_input_accuracy(suspect: Suspect) -> float:
+    """The accuracy of a model that predicts, at every position, the token it reads there,
+    on the suspect's (decoder input, target) of random sequences: about 1 / 17 when the
+    target is the next token, 1 when each position is scored on its own input."""
+    g = torch.Generator().manual_seed(7)
+    tgt = torch.randint(3, VOCAB, (16, 12), generator=g)
+    tgt[:, 0] = BOS
+    tgt_in, tgt_out = suspect.shift_fn(tgt)
+    return (tgt_in == tgt_out).float().mean().item()
 
 
-def caught_by(suspects: list[Suspect], checks: dict[str, Callable[[Suspect], bool]]) -> dict[str, dict[str, bool]]:
-    """{suspect name: {check name: True if the check FAILS on it (the bug is caught)}}."""
-    return {s.name: {name: not check(s) for name, check in checks.items()} for s in suspects}
+def target_is_next_token(suspect: Suspect) -> bool:
+    """Chapter 11: no position is scored on the token it reads: a model that copies its input
+    does no better than chance (accuracy below 0.5)."""
+    return copies_input_accuracy(suspect) < 0.5
 
 
-def format_table(caught: dict[str, dict[str, bool]]) -> str:
-    """A text table: one row per suspect, 'caught' where a check fails, '.' where it passes."""
+def decodes_without_dropout(suspect: Suspect) -> bool:
+    """Chapter 12: a model with dropout 0.3, left in training mode (as a training loop leaves
+    it when it evaluates between steps), is decoded by the suspect's decoder; the tokens must
+    equal those of the same model in eval mode (no dropout), twice in a row."""
+    model = plant(small_model(dropout=0.3), suspect)
+    g = torch.Generator().manual_seed(8)
+    src = torch.randint(3, VOCAB, (4, 7), generator=g)
+    reference = suspect.decode_fn(copy.deepcopy(model).eval(), src, 6)
+    torch.manual_seed(8)  # the dropout masks, if any are drawn
+    for _ in range(2):
+        model.train()
+        if not torch.equal(suspect.decode_fn(model, src, 6), reference):
+            return False
+    return True
+
+
+def train_briefly(suspect: Suspect, steps: int = 200, seed: int = 0) -> dict[str, float]:
+    """Train a small model (d_model 32, 2 layers, the suspect's attention and table) to
+    reverse strings of 3 to 8 letters over "abcdefgh", for `steps` Adam steps of 64 pairs
+    (constant learning rate 3e-3, plain cross-entropy, the library's training loop), then
+    measure it on 300 held-out strings. Returns {"train loss": mean of the last 20 training
+    losses, "teacher-forced": exact match when every position reads the correct prefix
+    (`training.evaluate`), "greedy": exact match of greedy decoding (`decoding.greedy_decode`),
+    the output a user gets}. Bug 2's cheat sheet shows as a low training loss and a high
+    teacher-forced score with a low greedy one."""
+    check_positive_int("steps", steps)
+    alphabet = "abcdefgh"
+    vocab = Vocab(alphabet)
+    train_pairs = make_reverse_pairs(4000, 3, 8, alphabet, seed=seed + 1)
+    test_pairs = make_reverse_pairs(300, 3, 8, alphabet, seed=seed + 2)
+    model = plant(small_model(seed, vocab=len(vocab)), suspect)
+    config = TrainConfig(max_steps=steps, schedule="constant", lr=3e-3, label_smoothing=0.0,
+                         progress=False)
+    loader = make_loader(train_pairs, vocab, vocab, batch_size=64, seed=seed)
+    history = train(model, loader, None, config)
+    src, tgt = collate(test_pairs, vocab, vocab)
+    teacher_forced, _ = evaluate(model, [(src, tgt)], config)
+    tokens = greedy_decode(model, src, max_len=10).tokens
+    greedy = exact_match([vocab.decode(row) for row in tokens], [t for _, t in test_pairs])
+    return {"train loss": sum(history.loss[-20:]) / 20, "teacher-forced": teacher_forced,
+            "greedy": greedy}
+
+
+def small_lm(seed: int = 0) -> CausalLM:
+    """Chapter 14's kind of model, small: a `lm.CausalLM` with vocabulary 20, d_model 32,
+    4 heads, d_ff 64, 2 layers, max_len 32; in eval mode."""
+    torch.manual_seed(seed)
+    config = CausalLMConfig(vocab_size=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF,
+                            n_layers=2, max_len=32)
+    return CausalLM(config).eval()
+
+
+def check_cache_test(test: Callable) -> str:
+    """Chapter 15's second exercise: `test(model) -> bool` should tell whether a `CausalLM`'s
+    cached steps (new tokens attending to the cached ones: fewer queries than keys) give the
+    logits of the full forward pass. It must return True for `small_lm()` and False for the
+    same model with `attention_causal_flag` swapped in, which agrees with it on every full
+    (square) forward pass. Returns a sentence starting "Correct" or "Not yet"."""
+    if not callable(test):
+        raise TypeError(f"test must be a function of a model, got {test!r}")
+    clean = small_lm()
+    flagged = use_attention(copy.deepcopy(clean), attention_causal_flag)
+    verdicts = {"the library's cached step": test(clean),
+                "is_causal=True in the cached step": test(flagged)}
+    expected = {"the library's cached step": True, "is_causal=True in the cached step": False}
+    if verdicts == expected:
+        return "Correct: your test passes the library's cache and catches the top-left mask."
+    return f"Not yet: expected {expected}, got {verdicts}"
+
+
+def checks(scales=SCALES) -> dict[str, Callable[[Suspect], bool]]:
+    """The book's checks by name, the attention checks trying the scores at `scales`."""
+    scales = _check_scales(scales)
+    return {
+        "torch.nn": partial(matches_torch, scales=scales),
+        "causal": partial(is_causal, scales=scales),
+        "finite loss": loss_is_finite,
+        "variance": variance_is_one,
+        "rotation": rotation_holds,
+        "padding": partial(padding_is_invisible, scales=scales),
+        "next token": target_is_next_token,
+        "eval mode": decodes_without_dropout,
+    }
+
+
+CHECKS: dict[str, Callable[[Suspect], bool]] = checks()
+
+
+def caught_by(suspects: list[Suspect], checks: dict[str, Callable[[Suspect], bool]]
+              ) -> dict[str, dict[str, str]]:
+    """{suspect name: {check name: verdict}}: "caught" when the check fails on the suspect,
+    "error" when it raises ValueError or TypeError (the library refused the suspect's piece),
+    "." when it passes."""
+    table = {}
+    for s in suspects:
+        row = {}
+        for name, check in checks.items():
+            try:
+                row[name] = "." if check(s) else "caught"
+            except (ValueError, TypeError):
+                row[name] = "error"
+        table[s.name] = row
+    return table
+
+
+def format_table(caught: dict[str, dict[str, str]]) -> str:
+    """A text table: one row per suspect, one column per check, the verdicts of `caught_by`."""
     checks = list(next(iter(caught.values())))
     width = max(len(name) for name in caught) + 2
     cols = [max(len(c), 6) + 2 for c in checks]
     lines = ["".ljust(width) + "".join(c.rjust(w) for c, w in zip(checks, cols))]
     for name, row in caught.items():
-        lines.append(name.ljust(width) + "".join(("caught" if row[c] else ".").rjust(w) for c, w in zip(checks, cols)))
+        lines.append(name.ljust(width) + "".join(row[c].rjust(w) for c, w in zip(checks, cols)))
     return "\n".join(lines)

@@ -4,13 +4,18 @@
   and a running sum (the online softmax of Milakov and Gimelshein 2018, arXiv:1805.02867, used
   for memory-efficient attention by Rabe and Staats 2021, arXiv:2112.05682, and FlashAttention,
   Dao et al. 2022, arXiv:2205.14135). It never holds more than (q_len, block_size) scores.
+  Its backward pass is autograd's, which keeps every block: `flash.flash_attention` is the
+  version whose backward pass is linear in memory too.
+- `check_online_update`: the check of chapter 13's exercise (one step of the online softmax).
 - `sliding_window_mask` and `sliding_window_attention`: each token attends to its neighbours
-  within a window, plus a few global tokens that attend and are attended everywhere (Longformer,
-  Beltagy et al. 2020, arXiv:2004.05150; BigBird, Zaheer et al. 2020, arXiv:2007.14062).
+  within `window` positions on each side, plus a few global tokens that attend and are
+  attended everywhere (Longformer, Beltagy et al. 2020, arXiv:2004.05150; BigBird, Zaheer et
+  al. 2020, arXiv:2007.14062). Longformer's window size w counts both sides: window = w / 2.
 - `linformer_attention`, `random_projection`, `segment_mean_projection`: keys and values
   projected along the length to `rank` rows (Linformer, Wang et al. 2020, arXiv:2006.04768).
 - `peak_tensor_memory`: counts the bytes of the tensors PyTorch operations create, to measure
-  the peak memory of a computation the same way on every machine.
+  the peak memory of a computation the same way on every machine. It lives in
+  `transformer_lib.memory` (it needs a private PyTorch module) and is imported on first use.
 
 Masks follow the library's convention: boolean, True = may attend, broadcastable to
 (batch, n_heads, q_len, k_len). A query row with no allowed key gets a zero output.
@@ -21,36 +26,49 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from ._checks import check_positive_int, check_tensor
 from .attention import check_qkv
 
 __all__ = [
-    "blockwise_attention", "sliding_window_mask", "sliding_window_attention", "linformer_attention",
-    "random_projection", "segment_mean_projection", "peak_tensor_memory",
+    "blockwise_attention", "check_online_update", "sliding_window_mask",
+    "sliding_window_attention", "linformer_attention", "random_projection",
+    "segment_mean_projection", "peak_tensor_memory",  # noqa: F822 (module __getattr__)
 ]
 
 
+def __getattr__(name: str):
+    # peak_tensor_memory needs a private PyTorch module: import it only when first used.
+    if name == "peak_tensor_memory":
+        from .memory import peak_tensor_memory
+
+        globals()[name] = peak_tensor_memory
+        return peak_tensor_memory
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _check_qkv(query, key, value, mask=None) -> tuple[torch.Size, int, int]:
-    """`attention.check_qkv` (shapes, dtypes and the mask); returns the broadcast leading shape, q_len and k_len."""
+    """`attention.check_qkv` (shapes, dtypes and the mask); returns the broadcast leading
+    shape, q_len and k_len."""
     *lead, q_len, k_len = check_qkv(query, key, value, mask)
     return torch.Size(lead), q_len, k_len
 
 
 def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> torch.Tensor:
-    """Exact softmax(Q K^T / sqrt(d_k)) V (Vaswani et al. 2017, equation 1), one block of keys at a time.
+    """Exact softmax(Q K^T / sqrt(d_k)) V (Vaswani et al. 2017, equation 1), one block of
+    keys at a time.
 
-    For every query row it keeps a running maximum m, a running sum l = sum_j exp(s_j - m) and a
-    running output o = sum_j exp(s_j - m) v_j. A new block with scores s' updates them as
+    For every query row it keeps a running maximum m, a running sum l = sum_j exp(s_j - m)
+    and a running output o = sum_j exp(s_j - m) v_j. A new block with scores s' updates them:
 
-        m' = max(m, max s'),   l' = l exp(m - m') + sum exp(s' - m'),   o' = o exp(m - m') + exp(s' - m') V'
+        m' = max(m, max s'),
+        l' = l exp(m - m') + sum exp(s' - m'),
+        o' = o exp(m - m') + exp(s' - m') V'
 
-    and the answer is o / l (Milakov and Gimelshein 2018, arXiv:1805.02867; Rabe and Staats 2021,
-    arXiv:2112.05682). Only (..., q_len, block_size) scores exist at any time, so the extra memory
-    is linear in the length instead of quadratic.
+    and the answer is o / l (Milakov and Gimelshein 2018, arXiv:1805.02867; Rabe and Staats
+    2021, arXiv:2112.05682). Only (..., q_len, block_size) scores exist at any time, so the
+    extra memory of the forward pass is linear in the length instead of quadratic. (Under
+    autograd every block's exponentials are kept for the backward pass: see `flash`.)
 
     Args:
         query: (..., q_len, d_k);  key: (..., k_len, d_k);  value: (..., k_len, d_v).
@@ -58,39 +76,88 @@ def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> 
         block_size: number of keys per block.
 
     Returns:
-        (..., q_len, d_v), equal to `transformer_lib.scaled_dot_product_attention(...)[0]` up to
-        rounding; a query row with no allowed key gets zeros.
+        (..., q_len, d_v), equal to `transformer_lib.scaled_dot_product_attention(...)[0]` up
+        to rounding; a query row with no allowed key gets zeros.
 
     Masked rows follow the library's rule (`masks.masked_softmax`: blocked keys weigh 0, a row
-    with no allowed key gives 0) with arithmetic of its own, because no block sees a whole row:
-    a blocked score is -inf, so exp gives it weight 0; while a row has seen no allowed key its
-    running maximum is -inf, and it is shifted by 0 instead (exp(-inf - (-inf)) would be NaN);
-    a row that never sees one ends with l = 0 and o = 0, and is divided by 1, giving 0. The
-    tests compare it with `masked_softmax(scores, mask) @ value` on fully masked rows.
+    with no allowed key gives 0) with arithmetic of its own, because no block sees a whole
+    row: a blocked score is -inf, so exp gives it weight 0; while a row has seen no allowed
+    key its running maximum is -inf, and it is shifted by 0 instead (exp(-inf - (-inf)) would
+    be NaN); a row that never sees one ends with l = 0 and o = 0, and is divided by 1, giving
+    0. The tests compare it with `masked_softmax(scores, mask) @ value` on fully masked rows.
     """
     lead, q_len, k_len = _check_qkv(query, key, value, mask)
     check_positive_int("block_size", block_size)
-    if mask is not None:
-        mask = mask.broadcast_to(*mask.shape[:-1], k_len)  # a view: a (.., 1) mask would not slice
+    if mask is not None:  # a view: a (..., 1) mask would not slice
+        mask = mask.broadcast_to(*mask.shape[:-1], k_len)
     scale = 1.0 / math.sqrt(query.shape[-1])
-    dtype = torch.promote_types(query.dtype, value.dtype)
-    m = torch.full((*lead, q_len, 1), -math.inf, dtype=dtype, device=query.device)  # running maximum
-    l = torch.zeros((*lead, q_len, 1), dtype=dtype, device=query.device)            # running sum
-    o = torch.zeros((*lead, q_len, value.shape[-1]), dtype=dtype, device=query.device)  # running output
+    kw = dict(dtype=torch.promote_types(query.dtype, value.dtype), device=query.device)
+    m = torch.full((*lead, q_len, 1), -math.inf, **kw)  # running maximum
+    ell = torch.zeros((*lead, q_len, 1), **kw)  # running sum
+    o = torch.zeros((*lead, q_len, value.shape[-1]), **kw)  # running output
     for start in range(0, k_len, block_size):
         stop = min(start + block_size, k_len)
-        s = (query @ key[..., start:stop, :].transpose(-2, -1)) * scale  # (..., q_len, block)
+        s = (query @ key[..., start:stop, :].transpose(-2, -1)) * scale  # (..., q_len, b)
         if mask is not None:
             s = s.masked_fill(~mask[..., start:stop], -math.inf)
         m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        # A row that has seen no allowed key yet has m_new = -inf: shift by 0 so exp gives 0, not NaN.
+        # A row that has seen no allowed key yet has m_new = -inf: shift it by 0, so that
+        # exp gives 0, not NaN.
         shift = m_new.masked_fill(m_new == -math.inf, 0.0)
         p = torch.exp(s - shift)
         correction = torch.exp(m - shift)
-        l = l * correction + p.sum(dim=-1, keepdim=True)
+        ell = ell * correction + p.sum(dim=-1, keepdim=True)
         o = o * correction + p @ value[..., start:stop, :]
         m = m_new
-    return o / l.masked_fill(l == 0, 1.0)  # rows with no allowed key: o = 0, so the output is 0
+    return o / ell.masked_fill(ell == 0, 1.0)  # rows with no allowed key: o = 0, output 0
+
+
+#: The cases `check_online_update` folds: (what they test, dtype, offset, spread). Scores are
+#: offset + spread * N(0, 1). exp overflows past 709.8 in float64 and 88.7 in float32, and
+#: underflows to 0 below about -745 and -103: only an answer that subtracts the running
+#: maximum survives the last three.
+ONLINE_CASES = (
+    ("scores of order 1 (float64)", torch.float64, 0.0, 1.0),
+    ("scores of order 100 with big jumps (float64)", torch.float64, 0.0, 300.0),
+    ("scores near +800, where exp(s) overflows float64", torch.float64, 800.0, 5.0),
+    ("scores near -800, where exp(s) underflows to 0", torch.float64, -800.0, 5.0),
+    ("float32 scores of order 100, where exp(s) overflows float32", torch.float32, 0.0, 100.0),
+)
+
+
+def check_online_update(online_update, cases=ONLINE_CASES) -> str:
+    """Chapter 13's exercise: does `online_update(m, l, o, scores, values) -> (m, l, o)`
+    implement one step of the online softmax (equation 2 of the chapter)?
+
+    Starting from m = -inf, l = 0, o = 0 ((T_q, 1), (T_q, 1), (T_q, d_v)), it folds in blocks
+    of unequal sizes of `scores` (T_q, b) and `values` (b, d_v), and compares o / l with
+    softmax(scores) @ values computed in float64, for every case of `cases`. Returns a
+    sentence starting "Correct" or "Not yet". Answers that never subtract the running maximum
+    fail the overflow and underflow cases; answers that do not rescale the old sums by
+    exp(m - m') fail the comparison.
+    """
+    if not callable(online_update):
+        raise TypeError(f"online_update must be a function, got {online_update!r}")
+    gen = torch.Generator().manual_seed(3)
+    edges = (0, 5, 11, 20, 24)  # blocks of 5, 6, 9 and 4 keys
+    for what, dtype, offset, spread in cases:
+        scores = offset + spread * torch.randn(5, 24, generator=gen, dtype=torch.float64)
+        values = torch.randn(24, 3, generator=gen, dtype=torch.float64)
+        expected = scores.softmax(-1) @ values
+        scores, values = scores.to(dtype), values.to(dtype)
+        m = torch.full((5, 1), -math.inf, dtype=dtype)
+        ell, o = torch.zeros(5, 1, dtype=dtype), torch.zeros(5, 3, dtype=dtype)
+        for start, stop in zip(edges, edges[1:]):
+            m, ell, o = online_update(m, ell, o, scores[:, start:stop], values[start:stop])
+        got = (o / ell).double()
+        if not torch.isfinite(got).all():
+            return (f"Not yet: with {what}, o / l is not finite "
+                    "(subtract the running maximum before exp)")
+        tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
+        if not torch.allclose(got, expected, **tol):
+            return (f"Not yet: with {what}, o / l differs from softmax(scores) @ values "
+                    "(rescale the old sums by exp(m - m_new))")
+    return "Correct: folding in the blocks one by one gives the exact softmax average."
 
 
 def _check_window(length: int, window: int, n_global: int) -> None:
@@ -102,9 +169,11 @@ def _check_window(length: int, window: int, n_global: int) -> None:
 def sliding_window_mask(length: int, window: int, n_global: int = 0, device=None) -> torch.Tensor:
     """Longformer/BigBird-style sparse mask, shape (length, length), True = may attend.
 
-    Position i may attend to j when |i - j| <= window (a band of 2 window + 1 keys), and the first
-    `n_global` positions are global: they attend to every position and every position attends to
-    them (Beltagy et al. 2020, arXiv:2004.05150, section 3.1; Zaheer et al. 2020, arXiv:2007.14062).
+    Position i may attend to j when |i - j| <= window (a band of 2 window + 1 keys), and the
+    first `n_global` positions are global: they attend to every position and every position
+    attends to them (Beltagy et al. 2020, arXiv:2004.05150, section 3.1; Zaheer et al. 2020,
+    arXiv:2007.14062). `window` counts the keys on EACH side; Longformer's window size w
+    counts both sides ("w/2 tokens on each side"), so Longformer's w is 2 * window here.
     """
     check_positive_int("length", length)
     _check_window(length, window, n_global)
@@ -116,43 +185,51 @@ def sliding_window_mask(length: int, window: int, n_global: int = 0, device=None
 
 
 def sliding_window_attention(query, key, value, window: int, n_global: int = 0) -> torch.Tensor:
-    """Attention restricted to `sliding_window_mask(T, window, n_global)`, in O(T window) time and memory.
+    """Attention restricted to `sliding_window_mask(T, window, n_global)`, in O(T window)
+    time and memory.
 
-    The queries are cut into blocks of `window` rows; each block scores only the keys of its own
-    block and the two neighbouring ones (3 window keys, which cover every |i - j| <= window), plus
-    the `n_global` global keys. The global query rows attend to every key. The result equals
-    `scaled_dot_product_attention(query, key, value, sliding_window_mask(...))` up to rounding, but
-    the largest scores tensor is (..., T, 3 window + n_global) instead of (..., T, T).
+    The queries are cut into blocks of `window` rows; each block scores only the keys of its
+    own block and the two neighbouring ones (3 window keys, which cover every |i - j| <=
+    window), plus the `n_global` global keys. The global query rows attend to every key. The
+    result equals `scaled_dot_product_attention(query, key, value, sliding_window_mask(...))`
+    up to rounding, but the largest scores tensor is (..., T, 3 window + n_global) instead of
+    (..., T, T).
 
     Args:
         query, key: (..., T, d_k); value: (..., T, d_v): self-attention, so one length T.
-        window: keys on each side that a token may attend to.
+        window: keys on each side that a token may attend to (half Longformer's w).
         n_global: the first n_global positions are global tokens.
 
     Returns: (..., T, d_v).
     """
     lead, length, k_len = _check_qkv(query, key, value)
     if length != k_len:
-        raise ValueError(f"sliding_window_attention is self-attention: query and key lengths must match, got {length} and {k_len}")
+        raise ValueError("sliding_window_attention is self-attention: query and key lengths "
+                         f"must match, got {length} and {k_len}")
     _check_window(length, window, n_global)
     query, key, value = (t.expand(*lead, *t.shape[-2:]) for t in (query, key, value))
     w, n_blocks = window, -(-length // window)
     pad = n_blocks * w - length
     qb = F.pad(query, (0, 0, 0, pad)).unflatten(-2, (n_blocks, w))  # (..., n_blocks, w, d_k)
-    # Keys and values padded by one block on each side; unfold gives each block its 3 w neighbours.
-    kb = F.pad(key, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)  # (..., n_blocks, 3w, d_k)
-    vb = F.pad(value, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)  # (..., n_blocks, 3w, d_v)
+    # Keys and values padded by one block on each side; unfold gives each block its 3 w
+    # neighbours: (..., n_blocks, 3w, d_k) and (..., n_blocks, 3w, d_v).
+    kb = F.pad(key, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)
+    vb = F.pad(value, (0, 0, w, w + pad)).unfold(-2, 3 * w, w).transpose(-2, -1)
     scale = 1.0 / math.sqrt(query.shape[-1])
     local = (qb @ kb.transpose(-2, -1)) * scale  # (..., n_blocks, w, 3w)
-    q_pos = torch.arange(n_blocks * w, device=query.device).view(n_blocks, w, 1)
-    k_pos = (torch.arange(n_blocks, device=query.device) * w - w).view(n_blocks, 1, 1) + torch.arange(3 * w, device=query.device)
+    device = query.device
+    q_pos = torch.arange(n_blocks * w, device=device).view(n_blocks, w, 1)
+    k_pos = (torch.arange(n_blocks, device=device) * w - w).view(n_blocks, 1, 1)
+    k_pos = k_pos + torch.arange(3 * w, device=device)
     # Global keys are scored in their own columns below, so the band leaves them out.
     allowed = ((q_pos - k_pos).abs() <= w) & (k_pos >= n_global) & (k_pos < length)
     local = local.masked_fill(~allowed, -math.inf)
     if n_global:
-        glob = (qb @ key[..., None, :n_global, :].transpose(-2, -1)) * scale  # (..., n_blocks, w, n_global)
+        glob_k = key[..., None, :n_global, :].transpose(-2, -1)
+        glob = (qb @ glob_k) * scale  # (..., n_blocks, w, n_global)
         local = torch.cat([glob, local], dim=-1)
-        vb = torch.cat([value[..., None, :n_global, :].expand(*vb.shape[:-2], n_global, -1), vb], dim=-2)
+        glob_v = value[..., None, :n_global, :].expand(*vb.shape[:-2], n_global, -1)
+        vb = torch.cat([glob_v, vb], dim=-2)
     out = (local.softmax(dim=-1) @ vb).flatten(-3, -2)[..., :length, :]  # (..., T, d_v)
     if n_global:  # the global rows see everything
         full = (query[..., :n_global, :] @ key.transpose(-2, -1)) * scale
@@ -169,20 +246,22 @@ def random_projection(k_len: int, rank: int, generator: torch.Generator | None =
     return torch.randn(rank, k_len, generator=generator, dtype=dtype) / math.sqrt(rank)
 
 
-def segment_mean_projection(k_len: int, rank: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def segment_mean_projection(k_len: int, rank: int,
+                            dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """A (rank, k_len) matrix whose row r averages the r-th of `rank` consecutive, near-equal
     segments of the length: a fixed, untrained choice of Linformer's E and F. Rows sum to 1."""
     check_positive_int("k_len", k_len)
     check_positive_int("rank", rank)
     if rank > k_len:
         raise ValueError(f"rank must be at most k_len={k_len}, got {rank}")
-    segment = torch.arange(k_len) * rank // k_len  # which segment each key position belongs to
+    segment = torch.arange(k_len) * rank // k_len  # the segment of each key position
     onehot = (segment[None, :] == torch.arange(rank)[:, None]).to(dtype)
     return onehot / onehot.sum(dim=-1, keepdim=True)
 
 
-def linformer_attention(query, key, value, proj_k, proj_v=None) -> tuple[torch.Tensor, torch.Tensor]:
-    """softmax(Q (E K)^T / sqrt(d_k)) (F V)        (Wang et al. 2020, arXiv:2006.04768, equation 7)
+def linformer_attention(query, key, value, proj_k,
+                        proj_v=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q (E K)^T / sqrt(d_k)) (F V)   (Wang et al. 2020, arXiv:2006.04768, eq. 7)
 
     E = proj_k and F = proj_v (rank, k_len) compress keys and values along the length, so the
     scores are (..., q_len, rank) instead of (..., q_len, k_len): time and memory O(T rank).
@@ -202,38 +281,6 @@ def linformer_attention(query, key, value, proj_k, proj_v=None) -> tuple[torch.T
         check_tensor(name, p, ndim=2, floating=True)
         if p.shape[-1] != k_len:
             raise ValueError(f"{name} must have shape (rank, k_len={k_len}), got {tuple(p.shape)}")
-    scores = (query @ (proj_k @ key).transpose(-2, -1)) / math.sqrt(query.shape[-1])  # (..., q_len, rank)
+    scores = query @ (proj_k @ key).transpose(-2, -1) / math.sqrt(query.shape[-1])  # (.., rank)
     weights = scores.softmax(dim=-1)
     return weights @ (proj_v @ value), weights
-
-
-class peak_tensor_memory(TorchDispatchMode):
-    """Context manager: the peak number of bytes held by tensors created inside the block.
-
-    Every PyTorch operation passes through `__torch_dispatch__`; each tensor it returns is
-    recorded (once per storage, so views are free) with a weak reference, and after every
-    operation the bytes of the storages still alive are summed. `peak` is the largest sum,
-    `current` the last. Tensors that existed before the block are not counted, and scratch
-    buffers that a fused kernel allocates and frees inside one operation are invisible. The
-    count depends only on which operations run, not on the machine or its numeric kernels.
-
-    >>> with peak_tensor_memory() as mem:
-    ...     out = blockwise_attention(q, k, v)
-    >>> mem.peak   # bytes
-    """
-
-    def __init__(self):
-        super().__init__()
-        self._live: dict[int, tuple[StorageWeakRef, int]] = {}
-        self.peak = self.current = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        self._live = {k: (ref, n) for k, (ref, n) in self._live.items() if not ref.expired()}
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor):
-                ref = StorageWeakRef(t.untyped_storage())
-                self._live.setdefault(ref.cdata, (ref, t.untyped_storage().nbytes()))
-        self.current = sum(n for _, n in self._live.values())
-        self.peak = max(self.peak, self.current)
-        return out

@@ -64,6 +64,16 @@ SCALES = (1.0, 1e2, 1e4)
 
 # --- plain references ---------------------------------------------------------------------
 
+def softmax_and_average(scores, value, dropout=None):
+    """The second half of equation 1, shared by the references and the bugs below: weights =
+    softmax(scores) over the keys (then dropout), output = weights V. scores (B, h, T_q, T_k),
+    value (B, h, T_k, d_v) -> output (B, h, T_q, d_v), weights (B, h, T_q, T_k)."""
+    weights = scores.softmax(-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights
+
+
 def plain_attention(query, key, value, mask=None, dropout=None):
     """softmax(Q K^T / sqrt(d_k)) V (equation 1) in its textbook form; query (B, h, T_q, d_k),
     key (B, h, T_k, d_k), value (B, h, T_k, d_v), mask True = may attend.
@@ -71,10 +81,7 @@ def plain_attention(query, key, value, mask=None, dropout=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(-1)
-    if dropout is not None:
-        weights = dropout(weights)
-    return weights @ value, weights
+    return softmax_and_average(scores, value, dropout)
 
 
 def plain_smoothed_loss(logits, target, smoothing: float = 0.1, pad_id: int = PAD):
@@ -119,6 +126,12 @@ def plain_greedy(model, src, max_len: int):
     then append the most likely token (never <pad> or <bos>) `max_len` times.
     src (B, S) -> tokens (B, max_len)."""
     model.eval()
+    return greedy_steps(model, src, max_len)
+
+
+def greedy_steps(model, src, max_len: int):
+    """The loop of greedy decoding, in whatever mode `model` is: encode `src` (B, S), then
+    append the most likely token (never <pad> or <bos>) `max_len` times -> (B, max_len)."""
     src_mask = padding_mask(src, PAD)
     memory = model.encode(src, src_mask)
     ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)
@@ -138,10 +151,7 @@ def attention_scaled_by_d_model(query, key, value, mask=None, dropout=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-3] * query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(-1)
-    if dropout is not None:
-        weights = dropout(weights)
-    return weights @ value, weights
+    return softmax_and_average(scores, value, dropout)
 
 
 def attention_fill_tiny(query, key, value, mask=None, dropout=None):
@@ -150,10 +160,7 @@ def attention_fill_tiny(query, key, value, mask=None, dropout=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, -1e-9)
-    weights = scores.softmax(-1)
-    if dropout is not None:
-        weights = dropout(weights)
-    return weights @ value, weights
+    return softmax_and_average(scores, value, dropout)
 
 
 def attention_fill_1e4(query, key, value, mask=None, dropout=None):
@@ -162,10 +169,7 @@ def attention_fill_1e4(query, key, value, mask=None, dropout=None):
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask, -1e4)
-    weights = scores.softmax(-1)
-    if dropout is not None:
-        weights = dropout(weights)
-    return weights @ value, weights
+    return softmax_and_average(scores, value, dropout)
 
 
 def smoothed_loss_log_of_softmax(logits, target, smoothing: float = 0.1, pad_id: int = PAD):
@@ -211,14 +215,7 @@ def greedy_dropout_on(model, src, max_len: int):
     """Greedy decoding that never switches the model to eval mode: called during training,
     dropout stays on. Reported: IBM/pytorch-seq2seq #33 (fixed in PR #38);
     meta-pytorch/torchtune PR #1049; ipolharvard/ethos-ares #20."""
-    src_mask = padding_mask(src, PAD)
-    memory = model.encode(src, src_mask)
-    ys = torch.full((src.shape[0], 1), BOS, dtype=torch.long, device=src.device)
-    for _ in range(max_len):
-        logits = model.decode(ys, memory, src_mask)[:, -1]  # (B, V)
-        logits[:, [PAD, BOS]] = float("-inf")  # tokens decoding never produces
-        ys = torch.cat([ys, logits.argmax(-1, keepdim=True)], dim=1)
-    return ys[:, 1:]
+    return greedy_steps(model, src, max_len)
 
 
 def attention_causal_flag(query, key, value, mask=None, dropout=None):

@@ -310,3 +310,258 @@ def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[st
     if title:
         fig.suptitle(title)
     return fig
+
+
+# --- The heads of one layer (chapter 5) and the two encoding layouts (chapter 6) -------------
+
+
+def plot_heads(weights, query_tokens: Sequence[str], key_tokens: Sequence[str], ncols: int = 4,
+               mean: bool = False, title: str | None = None, vmax: float = 1.0, size: float = 2.6):
+    """Every head of one attention layer side by side, on one colour scale.
+
+    weights: (n_heads, q_len, k_len), e.g. `mha.last_weights[0]`. The heads fill a grid of
+    `ncols` columns, row after row; `mean=True` adds the mean of the heads as one more map.
+    Every map uses the same scale, 0 to `vmax` (1 by default: a weight's largest possible
+    value), so that a sharp head and a diffuse one compare at a glance. Query tokens label the
+    first column's rows, key tokens the last row's columns. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    w = as_numpy("weights", weights, lists=True)
+    if w.ndim != 3:
+        raise ValueError(f"weights must be 3-D (n_heads, q_len, k_len), got shape {w.shape}")
+    n_heads, q_len, k_len = w.shape
+    if len(query_tokens) != q_len or len(key_tokens) != k_len:
+        raise ValueError(f"query_tokens and key_tokens must have {q_len} and {k_len} tokens, "
+                         f"got {len(query_tokens)} and {len(key_tokens)}")
+    if not isinstance(ncols, int) or isinstance(ncols, bool) or ncols < 1:
+        raise ValueError(f"ncols must be a positive int, got {ncols!r}")
+    if not vmax > 0:
+        raise ValueError(f"vmax must be > 0, got {vmax!r}")
+    maps = list(w) + ([w.mean(0)] if mean else [])
+    names = [f"head {i}" for i in range(n_heads)] + (["mean of the heads"] if mean else [])
+    ncols = min(ncols, len(maps))
+    nrows = -(-len(maps) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True,
+                             figsize=(size * ncols * max(k_len, 4) / 10 + 1.2,
+                                      size * nrows * max(q_len, 4) / 10 + 0.8))
+    for ax in axes.flat[len(maps):]:
+        ax.set_visible(False)
+    for ax, m, name in zip(axes.flat, maps, names):
+        im = ax.pcolormesh(np.arange(k_len + 1) - 0.5, np.arange(q_len + 1) - 0.5, m, cmap=SEQUENTIAL_CMAP,
+                           vmin=0, vmax=vmax)
+        ax.set_title(name, fontsize=10)
+        ax.set_ylim(q_len - 0.5, -0.5)
+        ax.set_xticks(range(k_len), labels=key_tokens, rotation=90, fontsize=8)
+        ax.set_yticks(range(q_len), labels=query_tokens, fontsize=8)
+        ax.tick_params(labelbottom=True)
+    for ax in axes[-1]:
+        ax.set_xlabel("key (attended to)", fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("query (attending)", fontsize=9)
+    fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02, label="attention weight")
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+#: The colours of the sine and the cosine channels in `plot_encoding_layouts` (Okabe-Ito).
+SINE_COLOUR, COSINE_COLOUR = "#E69F00", "#56B4E9"
+
+
+def plot_encoding_layouts(tables, sine_channels, title: str | None = None):
+    """Positional-encoding tables side by side, each with a strip above it that marks every
+    channel as a sine (orange) or a cosine (light blue), so that two layouts of the same
+    numbers (the paper's interleaved sin, cos, sin, cos, ... and tensor2tensor's sines, then
+    cosines) can be compared at a glance.
+
+    tables: a mapping from a panel title to a (n_positions, d_model) table, values in [-1, 1].
+    sine_channels: a mapping with the same keys to d_model booleans, True where the channel is
+    a sine. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    if not tables or set(tables) != set(sine_channels):
+        raise ValueError("tables and sine_channels must be non-empty mappings with the same keys, got "
+                         f"{list(tables)} and {list(sine_channels)}")
+    arrays = {name: as_numpy(f"tables[{name!r}]", t, lists=True) for name, t in tables.items()}
+    for name, t in arrays.items():
+        if t.ndim != 2:
+            raise ValueError(f"tables[{name!r}] must be 2-D (n_positions, d_model), got shape {t.shape}")
+        if len(sine_channels[name]) != t.shape[1]:
+            raise ValueError(f"sine_channels[{name!r}] must have one flag per channel ({t.shape[1]}), "
+                             f"got {len(sine_channels[name])}")
+    fig, axes = plt.subplots(2, len(arrays), squeeze=False, sharex="col",
+                             figsize=(5.2 * len(arrays) + 1.0, 4.6),
+                             gridspec_kw={"height_ratios": [1, 12], "hspace": 0.06})
+    strip_cmap = ListedColormap([COSINE_COLOUR, SINE_COLOUR])
+    for col, (name, t) in enumerate(arrays.items()):
+        n_positions, d_model = t.shape
+        strip = np.array([[1.0 if s else 0.0 for s in sine_channels[name]]])
+        top, ax = axes[0, col], axes[1, col]
+        top.pcolormesh(np.arange(d_model + 1) - 0.5, [0, 1], strip, cmap=strip_cmap, vmin=0, vmax=1)
+        top.set(yticks=[], title=name)
+        top.tick_params(labelbottom=False, bottom=False)
+        # A table has thousands of cells: drawn as one embedded bitmap (rasterized), the SVG
+        # stays small; the axes, labels and strip stay vector graphics.
+        im = ax.pcolormesh(np.arange(d_model + 1) - 0.5, np.arange(n_positions + 1) - 0.5, t,
+                           cmap=SEQUENTIAL_CMAP, vmin=-1, vmax=1, rasterized=True)
+        ax.set_ylim(n_positions - 0.5, -0.5)
+        ax.set(xlabel="channel", ylabel="position" if col == 0 else "")
+    axes[0, 0].set_ylabel("sin/cos", rotation=0, ha="right", va="center", fontsize=9)
+    fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.03, pad=0.02, label="value")
+    handles = [mpl.patches.Patch(color=SINE_COLOUR, label="sine channel"),
+               mpl.patches.Patch(color=COSINE_COLOUR, label="cosine channel")]
+    fig.legend(handles=handles, loc="upper center", ncol=2, fontsize=9, bbox_to_anchor=(0.45, 0.0))
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# --- Chapters 2 and 4: vector similarities, and the whole shape flow of attention --------------
+
+
+def plot_similarity(similarity, labels: Sequence[str], group_size: int | None = None, ax=None,
+                    title: str | None = None, fmt: str = "{:.1f}",
+                    colorbar_label: str | None = "cosine similarity"):
+    """An annotated heat map of an (n, n) similarity matrix (a cosine, say) on the fixed scale
+    -1 to 1, so that two maps drawn with it compare at a glance: a diverging colour map (red
+    for +1, blue for -1, white for 0), each number written in black or white, whichever reads
+    better on its cell. `group_size` draws lines between consecutive groups of that many
+    labels (the four languages of one month, say). Returns the Axes."""
+    s = as_numpy("similarity", similarity, lists=True)
+    n = len(labels)
+    if s.ndim != 2 or s.shape != (n, n):
+        raise ValueError(f"similarity must be (len(labels), len(labels)) = ({n}, {n}), got {s.shape}")
+    if group_size is not None and (not isinstance(group_size, int) or isinstance(group_size, bool)
+                                   or group_size < 1 or n % group_size):
+        raise ValueError(f"group_size must be a positive int that divides len(labels) = {n}, got {group_size!r}")
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(0.45 * n + 2.5, 0.42 * n + 1.5))
+    edges = np.arange(n + 1) - 0.5
+    im = ax.pcolormesh(edges, edges, s, cmap=DIVERGING_CMAP, vmin=-1, vmax=1)
+    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_xticks(range(n), labels=labels, rotation=90)
+    ax.set_yticks(range(n), labels=labels)
+    ax.set_aspect("equal")
+    for i in range(n):
+        for j in range(n):
+            ax.text(j, i, fmt.format(s[i, j]), ha="center", va="center", fontsize=7,
+                    color=text_colour(im.to_rgba(s[i, j])))
+    if group_size is not None:
+        for k in range(group_size, n, group_size):
+            ax.axhline(k - 0.5, color="black", lw=1.2)
+            ax.axvline(k - 0.5, color="black", lw=1.2)
+    if title:
+        ax.set_title(title)
+    if colorbar_label:
+        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
+    return ax
+
+
+def attention_flow_shapes(n_tokens: int, d_model: int, d_k: int, d_v: int | None = None) -> dict:
+    """The shape of every tensor of single-head attention, equation (1), for one sentence of
+    n_tokens tokens: {"X", "W^Q", "W^K", "W^V", "Q", "K", "V", "scores", "A", "Z"} -> (rows,
+    cols). What `draw_attention_flow` draws; d_v defaults to d_k."""
+    d_v = d_k if d_v is None else d_v
+    for name, v in (("n_tokens", n_tokens), ("d_model", d_model), ("d_k", d_k), ("d_v", d_v)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    T = n_tokens
+    return {"X": (T, d_model), "W^Q": (d_model, d_k), "W^K": (d_model, d_k), "W^V": (d_model, d_v),
+            "Q": (T, d_k), "K": (T, d_k), "V": (T, d_v), "scores": (T, T), "A": (T, T), "Z": (T, d_v)}
+
+
+def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int | None = None,
+                        weights=None, ax=None, title: str | None = None):
+    """The whole of single-head attention for one sentence as a flow of blocks, left to right:
+    X (T, d_model) times W^Q, W^K and W^V gives Q, K (T, d_k) and V (T, d_v); Q K^T / sqrt(d_k)
+    gives the scores (T, T); a softmax along each row gives the weights A (T, T); A V gives the
+    output Z (T, d_v). Each block is named with its shape underneath; its sides grow with the
+    log of the size (as in `draw_blocks`), and the rows of X carry the tokens. `weights`, a
+    (T, T) tensor, writes the attention weights into A's cells. Returns the Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    tokens = list(tokens)
+    d_v = d_k if d_v is None else d_v
+    shapes = attention_flow_shapes(len(tokens), d_model, d_k, d_v)
+    T = len(tokens)
+    w = None
+    if weights is not None:
+        w = as_numpy("weights", weights, lists=True)
+        if w.shape != (T, T):
+            raise ValueError(f"weights must be (T, T) = ({T}, {T}) for {T} tokens, got {w.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(12, 4.6))
+
+    def block(name, x, y, colour, rows=None, cells=None):
+        """Draw the block `name` with its left edge at x, centred on y; return (left, right, top, bottom)."""
+        n_rows, n_cols = shapes[name]
+        h, wd = _size(n_rows), _size(n_cols)
+        if name in ("scores", "A"):  # the (T, T) maps: room for numbers in their cells
+            h, wd = max(h, 0.8 * n_rows), max(wd, 0.8 * n_cols)
+        ax.add_patch(Rectangle((x, y - h / 2), wd, h, fc=colour, ec="black", alpha=0.85))
+        for r in range(1, n_rows if n_rows <= 8 else 1):
+            ax.plot([x, x + wd], [y + h / 2 - r * h / n_rows] * 2, color="black", lw=0.6)
+        if name in ("scores", "A") and n_cols <= 8:
+            for c in range(1, n_cols):
+                ax.plot([x + c * wd / n_cols] * 2, [y - h / 2, y + h / 2], color="black", lw=0.6)
+        if cells is not None and n_rows <= 8:
+            for r in range(n_rows):
+                for c in range(n_cols):
+                    ax.text(x + (c + 0.5) * wd / n_cols, y + h / 2 - (r + 0.5) * h / n_rows,
+                            f"{cells[r, c]:.2f}", ha="center", va="center", fontsize=8,
+                            color=text_colour(colour))
+        elif rows is not None and n_rows <= 8:
+            for r, label in enumerate(rows):
+                ax.text(x + wd / 2, y + h / 2 - (r + 0.5) * h / n_rows, label, ha="center",
+                        va="center", fontsize=9, color=text_colour(colour))
+        shown = {"scores": "$QK^\\top/\\sqrt{d_k}$"}.get(name, f"${name}$")
+        ax.text(x + wd / 2, y - h / 2 - 0.12, f"{shown}\n{shapes[name]}", ha="center", va="top",
+                fontsize=9)
+        return x, x + wd, y + h / 2, y - h / 2
+
+    def link(start, end, label=None, at=0.5, dy=0.0):
+        ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="#444444", lw=1.2))
+        if label:
+            mx, my = start[0] + at * (end[0] - start[0]), start[1] + at * (end[1] - start[1])
+            ax.text(mx, my + dy, label, ha="center", va="center", fontsize=9,
+                    bbox=dict(facecolor="white", edgecolor="none", pad=1.5))
+
+    colours = dict(zip(["X", "Q", "K", "V", "scores", "A", "Z"], BLOCK_COLOURS))
+    gap = 2.6
+    x0 = 0.0
+    X = block("X", x0, 0.0, colours["X"], rows=tokens)
+    spread = max(_size(T) + 1.3, 2.0)
+    xq = X[1] + gap + 0.6
+    Qb = block("Q", xq, spread, colours["Q"], rows=[f"$q_{{{i + 1}}}$" for i in range(T)])
+    Kb = block("K", xq, 0.0, colours["K"], rows=[f"$k_{{{i + 1}}}$" for i in range(T)])
+    Vb = block("V", xq, -spread, colours["V"], rows=[f"$v_{{{i + 1}}}$" for i in range(T)])
+    for b, wname in ((Qb, "W^Q"), (Kb, "W^K"), (Vb, "W^V")):
+        y = (b[2] + b[3]) / 2
+        link((X[1] + 0.05, 0.0), (b[0] - 0.05, y), f"$\\times {wname}$\n{shapes[wname]}", at=0.6)
+    xs = Qb[1] + gap
+    ys = spread / 2
+    S = block("scores", xs, ys, colours["scores"])
+    link((Qb[1] + 0.05, spread), (S[0] - 0.05, ys + 0.1))
+    link((Kb[1] + 0.05, 0.0), (S[0] - 0.05, ys - 0.1), "$K^\\top$")
+    xa = S[1] + gap - 0.6
+    A = block("A", xa, ys, colours["A"], cells=w)
+    link((S[1] + 0.05, ys), (A[0] - 0.05, ys), "softmax\n(each row)", dy=0.75)
+    xz = A[1] + gap - 0.6
+    yz = -spread / 2
+    Z = block("Z", xz, yz, colours["Z"], rows=[f"$z_{{{i + 1}}}$" for i in range(T)])
+    link(((A[0] + A[1]) / 2, A[3] - 0.05), (Z[0] - 0.05, yz + 0.1))
+    link((Vb[1] + 0.05, -spread), (Z[0] - 0.05, yz - 0.1), "$A\\,V$")
+    ax.set_xlim(-0.3, Z[1] + 0.3)
+    ax.set_ylim(min(b[3] for b in (X, Qb, Kb, Vb, S, A, Z)) - 1.0,
+                max(b[2] for b in (X, Qb, Kb, Vb, S, A, Z)) + 0.3)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    if title:
+        ax.set_title(title)
+    return ax

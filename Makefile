@@ -22,7 +22,7 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
-.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels notebooks serve lab browser-test bench clean
+.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels test-torch-versions notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
@@ -31,6 +31,7 @@ help:
 	@echo "make test-unit     the unit tests of transformer_lib alone (no lint, no notebooks)"
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
+	@echo "make test-torch-versions  the unit tests under the oldest torch pyproject.toml allows and the newest"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
@@ -91,6 +92,68 @@ test-kernels: $(ENV_STAMP)
 		ATEN_CPU_CAPABILITY=$$cap $(NBVAL) -q $(or $(NB),chapters) || failed="$$failed $$cap"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "notebook check failed under:$$failed" >&2; exit 1; fi
+
+# The unit tests (not the notebooks) under other PyTorch releases than the pin: the oldest that
+# pyproject.toml allows (its `torch>=X` bound) and the newest release the package index serves
+# (looked up with `pip index versions torch` at each run). Each gets its own virtual environment
+# under TORCH_ENVS with that torch and the unit tests' pinned requirements (requirements.txt less
+# torch and the site, browser and JupyterLab tools); transformer_lib comes from this checkout
+# (PYTHONPATH). An environment is kept between runs, keyed by the torch version, and rebuilt
+# only when it is incomplete or requirements.txt changes; one unused for 30 days is removed.
+# PyPI's Linux torch is the CUDA build, and `import torch` needs its NVIDIA libraries even on
+# the CPU: about 5.5 GB and 2 minutes per new environment here, nothing on a reused one.
+# `PIP_CONSTRAINT=/dev/null` lifts a machine-wide cap on torch (see /etc/xdg/pip) for these installs
+# (an empty PIP_CONSTRAINT does not: pip ignores an empty variable).
+# Every version runs; the target fails at the end if any failed.
+# `make test-torch-versions TORCH_VERSIONS="2.8.0 newest"` picks others.
+TORCH_ENVS ?= $(HOME)/.cache/transformer-book/torch-envs
+TORCH_OLDEST := $(shell sed -n 's/.*"torch>=\([0-9][0-9.]*\)".*/\1/p' pyproject.toml)
+TORCH_VERSIONS ?= oldest newest
+UNIT_SKIP := torch|jupyter-book|sphinx|sphinx-book-theme|myst-nb|myst-parser|linkify-it-py|playwright|jupyterlab
+
+test-torch-versions:
+	@test -n "$(TORCH_OLDEST)" || { echo "error: no torch>=X bound found in pyproject.toml" >&2; exit 1; }
+	@mkdir -p "$(TORCH_ENVS)"
+	@find "$(TORCH_ENVS)" -mindepth 1 -maxdepth 1 -name 'torch-*' -mtime +30 -exec rm -rf {} +
+	@reqs="$$(grep -E '^[A-Za-z0-9._-]+==' requirements.txt | grep -vE '^($(UNIT_SKIP))==')"; \
+	reqs_hash="$$(printf '%s\n' "$$reqs" | sha256sum | cut -c1-16)"; \
+	failed=""; \
+	for want in $(TORCH_VERSIONS); do \
+		case "$$want" in \
+			oldest) v="$(TORCH_OLDEST)";; \
+			newest) v="$$(PIP_CONSTRAINT=/dev/null $(PYTHON) -m pip index versions torch 2>/dev/null \
+				| sed -n 's/^torch (\([^)+]*\).*/\1/p')";; \
+			*) v="$$want";; \
+		esac; \
+		if [ -z "$$v" ]; then echo "error: could not find the newest torch on the package index" >&2; \
+			failed="$$failed $$want"; continue; fi; \
+		case "$$v" in *.*.*) ;; *) v="$$v.0";; esac; \
+		env="$(TORCH_ENVS)/torch-$$v"; \
+		echo "=== unit tests with torch $$v ($$want), environment $$env ==="; \
+		if [ "$$(cat "$$env/.ready" 2> /dev/null)" != "$$v $$reqs_hash" ]; then \
+			start=$$(date +%s); \
+			if [ ! -f "$$env/.torch-installed" ]; then \
+				rm -rf "$$env" && $(PYTHON) -m venv "$$env" \
+				&& PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir \
+					--quiet "torch==$$v" \
+				&& touch "$$env/.torch-installed" \
+				|| { echo "error: could not install torch $$v" >&2; failed="$$failed $$v"; continue; }; \
+			fi; \
+			printf '%s\n' "$$reqs" > "$$env/requirements-unit.txt"; \
+			PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir --quiet \
+				-r "$$env/requirements-unit.txt" \
+				|| { echo "error: could not install the unit tests' requirements" >&2; failed="$$failed $$v"; continue; }; \
+			echo "$$v $$reqs_hash" > "$$env/.ready"; \
+			echo "environment ready in $$(( $$(date +%s) - start )) s, $$(du -sh "$$env" | cut -f1)"; \
+		fi; \
+		touch "$$env/.ready" "$$env"; \
+		got="$$("$$env/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"; \
+		if [ "$$got" != "$$v" ]; then echo "error: $$env holds torch $$got, not $$v" >&2; \
+			failed="$$failed $$v"; continue; fi; \
+		PYTHONPATH="$(CURDIR)" "$$env/bin/python" -m pytest tests --ignore=tests/lint -q \
+			|| failed="$$failed $$v"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "unit tests failed under torch:$$failed" >&2; exit 1; fi
 
 notebooks: $(ENV_STAMP)
 	$(PY) scripts/execute_notebooks.py $(NB)

@@ -4,14 +4,11 @@ import hashlib
 import re
 
 import pytest
+from babel.dates import get_day_names, get_month_names
 
-pytest.importorskip("babel")
-
-from babel.dates import get_day_names, get_month_names  # noqa: E402
-
-from transformer_lib import data as D  # noqa: E402
-from transformer_lib import vocab as V  # noqa: E402
-from transformer_lib.dates import date_patterns, render_date  # noqa: E402
+from transformer_lib import data as D
+from transformer_lib import vocab as V
+from transformer_lib.dates import date_patterns, render_date
 
 # sha256 of make_date_splits() (seed 0, every default) as "split\tsource\ttarget\n" lines,
 # recorded before data.py was split into dates.py and data.py (issue 15): the book's data must

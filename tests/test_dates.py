@@ -4,12 +4,9 @@ import random
 import re
 
 import pytest
+from babel.dates import get_month_names
 
-pytest.importorskip("babel")
-
-from babel.dates import get_month_names  # noqa: E402
-
-from transformer_lib import dates  # noqa: E402
+from transformer_lib import dates
 
 
 def test_examples_from_the_issue():

@@ -231,3 +231,165 @@ def test_alignment_of_gives_the_weights_seen_while_decoding():
         torch.testing.assert_close(w[0], first)
     with pytest.raises(ValueError, match="pair up"):
         tl.decoding.alignment_of(model, sources, outputs[:1], src_vocab, tgt_vocab)
+
+
+# --- Added for issue 19: tensors on src's device, beam search's tokens checked exactly ---------
+
+
+@pytest.mark.parametrize("decode", ["greedy", "beam"])
+def test_decoding_builds_every_tensor_on_the_device_of_src(decode):
+    """Every tensor decoding makes is on src's device (the beam-on-src's-device fix). PyTorch's
+    default device is set to `meta` (tensors without data) while CPU tensors are decoded: a
+    tensor made without `device=` would land on `meta`, and mixing it with src's tensors, or
+    reading it, fails. The results must be those of a plain run, on src's device."""
+    model = random_model(4)
+    src = torch.randint(3, 12, (5, 7))
+    src[1, 4:] = PAD
+    run = {"greedy": lambda: greedy_decode(model, src, 8, return_attention=True),
+           "beam": lambda: beam_search(model, src, 8, beam_size=3, return_attention=True)}[decode]
+    plain = run()
+    with torch.device("meta"):
+        assert torch.empty(1).is_meta  # the default device really is meta here
+        moved = run()
+    tensors = [moved.tokens, moved.scores] + [w for ws in moved.attention.values() for w in ws]
+    assert all(t.device == src.device for t in tensors)
+    assert torch.equal(moved.tokens, plain.tokens)
+    torch.testing.assert_close(moved.scores, plain.scores)
+
+
+class RandomTableModel(nn.Module):
+    """A hand-made model whose next-token distribution over <eos>, a, b, c is a fixed random
+    function of the whole prefix and of the source's first token, so that batch rows differ
+    and beam search has real choices to make. src (B, S) ids; memory carries src along."""
+
+    def __init__(self, seed: int):
+        super().__init__()
+        self.seed = seed
+        self.cache: dict = {}
+
+    def encode(self, src, src_mask=None):
+        return src[..., None].float()  # (B, S, 1)
+
+    def next_probs(self, row: int, prefix: tuple[int, ...]) -> dict[int, float]:
+        key = (row, prefix)
+        if key not in self.cache:
+            import random
+            rng = random.Random(f"{self.seed}-{row}-{prefix}")
+            weights = [rng.random() ** 3 + 1e-3 for _ in range(4)]
+            weights[0] *= 0.1 + 0.3 * (len(prefix) - 1)  # <eos> rare at first, likelier later
+            self.cache[key] = {tok: w / sum(weights) for tok, w in zip((EOS, A, B, 5), weights)}
+        return self.cache[key]
+
+    def decode(self, tgt, memory, src_mask=None):
+        logits = torch.full((*tgt.shape, 6), -1e9)
+        for b in range(tgt.shape[0]):
+            row = int(memory[b, 0, 0])
+            for t in range(tgt.shape[1]):
+                for tok, p in self.next_probs(row, tuple(tgt[b, : t + 1].tolist())).items():
+                    logits[b, t, tok] = math.log(p)
+        return logits
+
+
+def exhaustive_best(model, row: int, max_len: int, alpha: float) -> tuple[list[int], float]:
+    """The hypothesis beam search ranks best, found by scoring every one: each sequence that
+    ends in <eos> within max_len tokens, and each max_len-token sequence without <eos>, ranked
+    by log P(Y) / lp(Y). Returns (tokens, log P)."""
+    best, stack = None, [([BOS], 0.0)]
+    while stack:
+        prefix, logp = stack.pop()
+        for tok, p in model.next_probs(row, tuple(prefix)).items():
+            ys, score = prefix[1:] + [tok], logp + math.log(p)
+            if tok == EOS or len(ys) == max_len:
+                rank = score / length_penalty(len(ys), alpha)
+                if best is None or rank > best[0]:
+                    best = (rank, ys, score)
+            else:
+                stack.append((prefix + [tok], score))
+    return best[1], best[2]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 3])
+@pytest.mark.parametrize("alpha", [0.0, 2.0])
+def test_wide_beam_search_finds_the_exhaustive_best(seed, alpha):
+    """With a beam as wide as every candidate (4 * 3^(max_len - 1): nothing is ever pruned),
+    beam search must return exactly the best hypothesis, tokens and log-probability. (On these
+    tables greedy misses the best in 4 of the 9 rows at alpha = 0, and alpha = 2 changes the
+    best in 4 rows.)"""
+    model, max_len = RandomTableModel(seed), 4
+    src = torch.tensor([[3, 3], [4, 3], [5, 3]])
+    out = beam_search(model, src, max_len, beam_size=4 * 3 ** (max_len - 1), alpha=alpha)
+    for b, row in enumerate(src[:, 0].tolist()):
+        tokens, logp = exhaustive_best(model, row, max_len, alpha)
+        assert out.tokens[b, : len(tokens)].tolist() == tokens
+        assert all(t == PAD for t in out.tokens[b, len(tokens):].tolist())
+        assert out.scores[b].item() == pytest.approx(logp, abs=1e-5)
+
+
+@pytest.mark.parametrize("beam_size", [1, 2, 3])
+def test_narrow_beam_returns_a_real_hypothesis_with_its_own_score(beam_size):
+    """A narrow beam may miss the best hypothesis, but what it returns is a hypothesis of the
+    model whose score is its log-probability, and no better than the exhaustive best."""
+    model, max_len = RandomTableModel(3), 4  # a beam of 2 misses the best of row 0
+    src = torch.tensor([[3, 3], [4, 3], [5, 3], [6, 3]])
+    out = beam_search(model, src, max_len, beam_size=beam_size)
+    for b, row in enumerate(src[:, 0].tolist()):
+        tokens = strip_special(out.tokens[b], eos_id=-1)  # keep <eos>, drop padding
+        ended = EOS in tokens
+        assert (ended and tokens.index(EOS) == len(tokens) - 1) or len(tokens) == max_len
+        logp, prefix = 0.0, [BOS]
+        for tok in tokens:
+            logp += math.log(model.next_probs(row, tuple(prefix))[tok])
+            prefix.append(tok)
+        assert out.scores[b].item() == pytest.approx(logp, abs=1e-5)
+        assert logp <= exhaustive_best(model, row, max_len, 0.0)[1] + 1e-9
+
+
+def test_beam_search_agrees_with_greedy_on_the_date_model_where_it_must():
+    """On the shipped date model, beam search (alpha = 0) must return greedy's output whenever
+    no other hypothesis can outscore it. Sufficient condition, from the greedy tokens' own
+    probabilities p_1..p_L (L: its <eos>): any other sequence leaves greedy's path at some
+    step j with probability at most 1 - p_j, so it scores at most P(y_<j) (1 - p_j), while
+    greedy's scores P(y_<j) p_j ... p_L; if p_j ... p_L > 1 - p_j for every j, greedy's
+    output is the most probable sequence, and its prefix leads the beam at every step."""
+    import datetime as dt
+    import random
+
+    from transformer_lib import dates
+    from transformer_lib.masks import padding_mask
+
+    model, src_vocab, tgt_vocab, _ = tl.checkpoints.load(tl.CHECKPOINTS / "transformer_dates.pt")
+    rng = random.Random(0)
+    sources = [dates.render_date(dt.date(rng.randint(1950, 2049), rng.randint(1, 12), rng.randint(1, 28)),
+                                 locale, fmt)
+               for locale in ("en", "fr", "de", "es") for fmt in dates.date_patterns(locale)]
+    src, _ = tl.vocab.collate([(s, "") for s in sources], src_vocab, tgt_vocab)
+    greedy = greedy_decode(model, src, 12, eos_id=tl.vocab.EOS_ID)
+    beam = beam_search(model, src, 12, beam_size=3, eos_id=tl.vocab.EOS_ID)
+    ys = torch.cat([torch.full((len(sources), 1), tl.vocab.BOS_ID), greedy.tokens], 1)
+    with torch.no_grad():
+        mask = padding_mask(src, tl.vocab.PAD_ID)
+        logp = model.decode(ys[:, :-1], model.encode(src, mask), mask).log_softmax(-1)
+    p = logp.gather(-1, greedy.tokens[..., None])[..., 0].exp()  # (B, L): each token's probability
+    must_agree = []
+    for b, row in enumerate(greedy.tokens.tolist()):
+        assert tl.vocab.EOS_ID in row, f"greedy did not finish {sources[b]!r}"
+        q = p[b, : row.index(tl.vocab.EOS_ID) + 1]
+        must_agree.append(all(q[j:].prod() > 1 - q[j] + 1e-3 for j in range(len(q))))
+    assert sum(must_agree) >= 0.9 * len(sources), "the check needs rows where greedy must win"
+    rows = torch.tensor(must_agree)
+    assert torch.equal(beam.tokens[rows, : greedy.tokens.shape[1]], greedy.tokens[rows])
+    torch.testing.assert_close(beam.scores[rows], greedy.scores[rows])
+
+
+def test_translate_with_a_beam_returns_beam_searchs_tokens():
+    from transformer_lib.decoding import translate
+    from transformer_lib.vocab import Vocab, collate
+
+    vocab = Vocab("abcdef")
+    torch.manual_seed(0)
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=32,
+                                                n_layers=1, dropout=0.0)).eval()
+    sources = ["abc", "fed", "a", "bbbbbb", "cafe"]
+    src, _ = collate([(s, "") for s in sources], vocab, vocab)
+    expected = [vocab.decode(r) for r in beam_search(model, src, max_len=7, beam_size=3, alpha=0.6).tokens]
+    assert translate(model, sources, vocab, vocab, max_len=7, beam_size=3, alpha=0.6, batch_size=2) == expected

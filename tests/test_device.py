@@ -65,7 +65,13 @@ def readable_meta(monkeypatch):
     for name, stand_in in (("item", 0.0), ("__bool__", False), ("__int__", 0), ("__float__", 0.0)):
         real = getattr(torch.Tensor, name)
         monkeypatch.setattr(torch.Tensor, name, lambda t, real=real, v=stand_in: v if t.is_meta else real(t))
-    with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+    if hasattr(fx_config, "meta_nonzero_assume_all_nonzero"):  # torch >= 2.7
+        with fx_config.patch(meta_nonzero_assume_all_nonzero=True):
+            yield
+    else:  # older: boolean indexing on meta has no shape; keep the loss's positions all
+        index = torch.Tensor.__getitem__
+        monkeypatch.setattr(torch.Tensor, "__getitem__", lambda t, i: t if t.is_meta and isinstance(
+            i, torch.Tensor) and i.dtype == torch.bool else index(t, i))
         yield
 
 

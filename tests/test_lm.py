@@ -5,7 +5,6 @@ import pytest
 import torch
 
 from transformer_lib import lm
-from transformer_lib.vocab import Vocab
 
 
 def make_model(dtype=torch.float32, norm_first=True, seed=0, **sizes):
@@ -149,13 +148,47 @@ def test_generate_restores_training_mode():
     assert model.training
 
 
-def test_corpus_is_package_data_with_its_licence():
-    path = lm.CORPORA / "book_prose.txt"
-    header = path.read_text(encoding="utf-8").split("\n", 1)[0]
-    assert header.startswith("#") and "CC BY 4.0" in header
-    text = lm.load_corpus()
-    assert len(text) > 100_000 and not text.startswith("#")
-    assert "attention" in text and "$" not in text.split("\n", 1)[0]
-    assert len(Vocab.from_texts([text])) < 128
-    with pytest.raises(ValueError, match="name"):
-        lm.load_corpus("no_such_corpus")
+def test_cached_generation_projects_each_position_once_and_attends_over_the_cache(monkeypatch):
+    """With the cache, every position goes through each layer's key and value projections
+    exactly once (the prompt in one call, then one new token per step), the attention at step
+    t reads all t positions back from the cache, and what the cache holds is exactly the keys
+    and values a full pass over the same tokens computes. Without it, every step re-projects
+    the whole prefix."""
+    model = make_model(torch.float64, n_layers=2, n_heads=4)
+    prompt, new = random_ids(2, 5), 6
+    rows = {i: [] for i in range(len(model.layers))}
+    hooks = [layer.self_attn.w_k.register_forward_hook(
+        lambda module, args, out, i=i: rows[i].append(args[0].shape[1]))
+        for i, layer in enumerate(model.layers)]
+    read = []
+    append = lm.KVCache.append
+    monkeypatch.setattr(lm.KVCache, "append", lambda self, k, v: read.append(append(self, k, v)) or read[-1])
+    caches = []
+    new_cache = lm.CausalLM.new_cache
+    monkeypatch.setattr(lm.CausalLM, "new_cache",
+                        lambda self, *a, **kw: caches.append(new_cache(self, *a, **kw)) or caches[-1])
+
+    out = lm.generate(model, prompt, new)
+    assert all(r == [5, 1, 1, 1, 1, 1] for r in rows.values()), rows  # 5 + 6 - 1 positions, once each
+    assert [k.shape[2] for k, _ in read[:: len(model.layers)]] == [5, 6, 7, 8, 9, 10]
+    (cache,) = caches
+    full = {}
+    hooks += [layer.self_attn.w_k.register_forward_hook(
+        lambda module, args, out, i=i: full.__setitem__(("k", i), out)) for i, layer in enumerate(model.layers)]
+    hooks += [layer.self_attn.w_v.register_forward_hook(
+        lambda module, args, out, i=i: full.__setitem__(("v", i), out)) for i, layer in enumerate(model.layers)]
+    with torch.no_grad():
+        model(out[:, :-1])  # every token the cached run fed in, at once (its last token was never fed)
+    for i, (layer, layer_cache) in enumerate(zip(model.layers, cache)):
+        attn = layer.self_attn
+        assert layer_cache.length == 10
+        for name, stored in (("k", layer_cache.keys), ("v", layer_cache.values)):
+            expected = attn.split_heads(full[name, i], attn.n_kv_heads)  # (B, h_kv, 10, d_k)
+            torch.testing.assert_close(stored[:, :, :10], expected, rtol=1e-12, atol=1e-12)
+
+    for r in rows.values():
+        r.clear()
+    assert torch.equal(lm.generate(model, prompt, new, use_cache=False), out)
+    assert all(r == [5, 6, 7, 8, 9, 10] for r in rows.values()), rows  # the whole prefix every step
+    for hook in hooks:
+        hook.remove()

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from ._checks import check_positive_int
-from .runtime import resolve_device
+from .runtime import book_device, resolve_device
 
 __all__ = ["setup"]
 
@@ -39,9 +39,10 @@ def setup(seed: int = 0, threads: int = 1, plots: bool = True, device: str | tor
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    # The CPU is PyTorch's own default: leave no device context behind (it costs a little on
-    # every torch call); any other device becomes the default for factory functions.
-    torch.set_default_device(None if chosen.type == "cpu" else chosen)
+    # Change PyTorch's default device only when it changes: on the CPU, its own default, this
+    # leaves no device context behind (a context costs a little on every torch call).
+    if chosen != book_device():
+        torch.set_default_device(chosen)
     if plots:
         from .viz import set_plot_style
 

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ._checks import check_last_dim, check_non_negative_int, check_positive_int, check_probability, check_tensor
+from .runtime import book_device
 
 
 def _check_rows(x: torch.Tensor, d_model: int, start: int, max_len: int, what: str) -> None:
@@ -42,7 +43,7 @@ def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | Non
     pe = torch.empty(n_positions, d_model, dtype=torch.float64, device="cpu")
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
-    return pe.to(device=torch.get_default_device(), dtype=dtype or torch.get_default_dtype())
+    return pe.to(device=book_device(), dtype=dtype or torch.get_default_dtype())
 
 
 class PositionalEncoding(nn.Module):
@@ -66,7 +67,7 @@ class PositionalEncoding(nn.Module):
         if not isinstance(pe, torch.Tensor) or pe.shape != (max_len, d_model):
             raise ValueError(f"encoding_fn must return a tensor of shape (max_len={max_len}, d_model={d_model}), "
                              f"got {getattr(pe, 'shape', type(pe).__name__)}")
-        self.register_buffer("pe", pe.to(device=torch.get_default_device(), dtype=torch.get_default_dtype()),
+        self.register_buffer("pe", pe.to(device=book_device(), dtype=torch.get_default_dtype()),
                              persistent=False)
         self.dropout = nn.Dropout(dropout)
 
@@ -166,7 +167,7 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     t[0::2, 1::2] = torch.diag(s)
     t[1::2, 0::2] = torch.diag(-s)
     t[1::2, 1::2] = torch.diag(c)
-    return t.to(device=torch.get_default_device(), dtype=dtype or torch.get_default_dtype())
+    return t.to(device=book_device(), dtype=dtype or torch.get_default_dtype())
 
 
 __all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",

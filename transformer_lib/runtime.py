@@ -42,8 +42,10 @@ def resolve_device(device: str | torch.device | None = None) -> torch.device:
 
 
 def book_device() -> torch.device:
-    """The device new tensors are made on: the one `setup` chose (PyTorch's default device)."""
-    return torch.get_default_device()
+    """The device new tensors are made on: the one `setup` chose (PyTorch's default device, or
+    that of an enclosing `with torch.device(...)` block). Read from an empty tensor, which
+    every torch release since 2.0 answers the same way."""
+    return torch.empty(0).device
 
 
 def device_of(model: torch.nn.Module) -> torch.device:

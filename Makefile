@@ -22,7 +22,7 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
-.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels test-torch-versions notebooks serve lab browser-test bench clean
+.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
@@ -31,6 +31,7 @@ help:
 	@echo "make test-unit     the unit tests of transformer_lib alone (no lint, no notebooks)"
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
+	@echo "make test-notebooks-gpu  the notebook check with TL_DEVICE=$(GPU) (needs that device; NB=... for some)"
 	@echo "make test-torch-versions  the unit tests under the oldest torch pyproject.toml allows and the newest"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
@@ -92,6 +93,17 @@ test-kernels: $(ENV_STAMP)
 		ATEN_CPU_CAPABILITY=$$cap $(NBVAL) -q $(or $(NB),chapters) || failed="$$failed $$cap"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "notebook check failed under:$$failed" >&2; exit 1; fi
+
+# The notebook check with every chapter computing on a GPU (TL_DEVICE makes tl.setup choose it;
+# `make test-notebooks-gpu GPU=mps` on Apple silicon). The committed outputs were made on the
+# CPU: facts (shapes, tokens, equalities) must still match, measurement cells assert their
+# claims on the GPU too, and a rounded number that a GPU kernel rounds the other way is reported
+# as a difference to look at (book/how_to_run.md, "On a GPU"). It checks first that the device
+# is there, so that a machine without one fails at once with a clear message.
+GPU ?= cuda
+test-notebooks-gpu: $(ENV_STAMP)
+	TL_DEVICE=$(GPU) $(PY) -c "import transformer_lib as tl; print('device:', tl.runtime.resolve_device())"
+	TL_DEVICE=$(GPU) $(NBVAL) $(or $(NB),chapters)
 
 # The unit tests (not the notebooks) under other PyTorch releases than the pin: the oldest that
 # pyproject.toml allows (its `torch>=X` bound) and the newest release the package index serves

@@ -21,7 +21,7 @@ no cross-attention. This module adds what generation needs:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -37,7 +37,7 @@ from .positional import RotaryEmbedding
 from .residual import NORMS, make_norm
 from .runtime import device_of, eval_mode
 
-__all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "top_k_filter", "check_sampling", "next_token", "generate",
+__all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "layer_parameters", "match_d_ff", "top_k_filter", "check_sampling", "next_token", "generate",
            "lm_loss", "lm_evaluate", "random_windows"]
 
 #: The corpora shipped with the package (package data, so Colab and Binder get them too).
@@ -198,6 +198,36 @@ class CausalLM(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
+
+
+def layer_parameters(model: CausalLM) -> int:
+    """The parameters of the model's layers and final norm: everything but the embedding, the
+    positional table and the output layer, which the variants of chapter 16 share (or, for an
+    untied output or learned positions, add on top)."""
+    if not isinstance(model, CausalLM):
+        raise TypeError(f"model must be a transformer_lib.lm.CausalLM, got {type(model).__name__}")
+    return sum(p.numel() for part in (model.layers, model.norm) for p in part.parameters())
+
+
+def match_d_ff(config: CausalLMConfig, n_parameters: int) -> CausalLMConfig:
+    """A copy of `config` whose d_ff brings `layer_parameters` nearest to `n_parameters`.
+
+    How chapter 16 gives every variant the 2017 block's budget: d_ff is the one width that
+    moves. The count is linear in d_ff (each hidden unit adds 2 d_model weights and a bias to
+    a ReLU network, 3 d_model weights (and 2 biases) to SwiGLU, in every layer), so two counts
+    fix the line and the nearest d_ff is rounded from it. Against a ReLU network of the same
+    d_model, SwiGLU gets about 2/3 of its d_ff (Shazeer 2020). The models are built on the
+    "meta" device: no memory is used.
+    """
+    check_config(config, CausalLMConfig)
+    check_positive_int("n_parameters", n_parameters)
+
+    def count(d_ff: int) -> int:
+        with torch.device("meta"):
+            return layer_parameters(CausalLM(replace(config, d_ff=d_ff)))
+
+    at_one, per_unit = count(1), count(2) - count(1)
+    return replace(config, d_ff=max(1, 1 + round((n_parameters - at_one) / per_unit)))
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:

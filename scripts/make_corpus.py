@@ -1,22 +1,26 @@
 """Build the character-level corpus of chapter 14 from the book's own prose.
 
 The corpus is the markdown prose of `book/*.md` (all but the reference list) and of the
-markdown cells of chapters 1-12, with code, maths and markup taken out, so that a small
-language model learns English sentences about Transformers rather than LaTeX or Python.
-The text is the book's own and is licensed CC BY 4.0 (LICENSE-TEXT.md); the first line of the
-output file says so. The file is package data (transformer_lib/corpora/), so that the chapter
-finds it wherever transformer_lib is installed, Colab included.
+markdown cells of chapters 1-12, with code, display maths and markup taken out and inline
+maths spelled out in plain characters, so that a small language model learns English
+sentences about Transformers rather than LaTeX or Python. The text is the book's own and is
+licensed CC BY 4.0 (LICENSE-TEXT.md); the first line of the output file says so. The file is
+package data (transformer_lib/corpora/), so that the chapter finds it wherever
+transformer_lib is installed, Colab included. Nothing is downloaded.
 
-Run once, from the repository root, and commit the result:
+Run from the repository root whenever the chapters' prose changes, and commit the result:
 
     python scripts/make_corpus.py            # writes transformer_lib/corpora/book_prose.txt
     python scripts/make_corpus.py --check    # exits 1 if the committed file differs
 
 Steps, per markdown text: drop fenced blocks (code, and MyST directives such as dropdowns,
-whose prose is kept), display and inline maths, HTML tags, images and tables; keep the text of
-links and of inline code; drop heading marks, list bullets and emphasis; join the lines of a
-paragraph; map typographic characters to plain ASCII; keep paragraphs of at least 40
-characters (headings and fragments are shorter), one per line.
+whose prose is kept), display maths, HTML tags, images and tables; keep the text of links and
+of inline code; write inline maths in plain characters (`$d_\\text{model}$` -> d_model,
+`$\\sqrt{d_k}$` -> sqrt(d_k), `$QK^\\top$` -> QK^T, `$\\alpha$` -> alpha; see `plain_maths`),
+and drop the sentence around any inline maths it cannot write so; drop heading marks, list
+bullets and emphasis; join the lines of a paragraph; map typographic characters to plain
+ASCII; keep paragraphs of at least 40 characters (headings and fragments are shorter), one
+per line.
 """
 from __future__ import annotations
 
@@ -31,12 +35,107 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "transformer_lib" / "corpora" / "book_prose.txt"
 HEADER = ("# Prose of 'The Transformer, step by step' (book/*.md except references.md, and the markdown "
           "cells of chapters 1-12), by The Transformer Tutorial authors, licensed CC BY 4.0 "
-          "(https://creativecommons.org/licenses/by/4.0/); code, maths and markup removed by "
-          "scripts/make_corpus.py.")
+          "(https://creativecommons.org/licenses/by/4.0/); code, display maths and markup removed and "
+          "inline maths written in plain characters by scripts/make_corpus.py.")
 ASCII = {"\u2014": " - ", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
          "\u2026": "...", "\u00d7": "x", "\u2192": "->", "\u2212": "-", "\u00a0": " ", "\u2248": "~",
          "\u2264": "<=", "\u2265": ">=", "\u00b7": "."}
 MIN_PARAGRAPH = 40
+
+# Inline maths in plain characters: each LaTeX command the book's prose uses, as it is read.
+WORDS = {name: name for name in (
+    "alpha", "beta", "gamma", "delta", "epsilon", "theta", "lambda", "mu", "pi", "sigma", "tau", "omega",
+    "ln", "log", "exp", "sin", "cos", "tanh", "max", "min", "arg", "sum", "prod")}
+SYMBOLS = {"cdot": " * ", "times": " x ", "top": "T", "to": "->", "leftarrow": "<-", "rightarrow": "->",
+           "in": "in", "le": "<=", "leq": "<=", "ge": ">=", "geq": ">=", "ne": "!=", "neq": "!=",
+           "approx": "~", "pm": "+/-", "infty": "infinity", "dots": "...", "ldots": "...",
+           "cdots": "...", "mid": "|", "partial": "d", "nabla": "grad", "odot": " * ", "lVert": "||",
+           "rVert": "||", "lceil": "ceil(", "rceil": ")", "lfloor": "floor(", "rfloor": ")",
+           "langle": "<", "rangle": ">", "quad": " ", "qquad": " "}
+NAMES = ("text", "mathrm", "operatorname", "mathbb", "mathcal", "mathbf", "mathit")  # \text{x} -> x
+MARKS = {"overrightarrow": "{}_fwd", "overleftarrow": "{}_bwd", "hat": "{}_hat", "bar": "{}_bar",
+         "tilde": "{}_tilde"}
+SPACES = {",": " ", ";": " ", ":": " ", "!": "", " ": " ", "_": "_", "%": "%", "{": "(", "}": ")"}
+ARG = r"\{((?:[^{}]|\{[^{}]*\})*)\}"  # one {argument}, braces nested one deep
+
+
+def plain_maths(tex: str) -> str | None:
+    """Inline LaTeX as plain characters, or None if it uses a command not listed above.
+
+    `d_\\text{model} \\times d_k` -> "d_model x d_k", `\\sqrt{d_k}` -> "sqrt(d_k)",
+    `\\frac{a}{b}` -> "(a)/(b)", `x_{t+1}` -> "x_(t+1)", `1{,}000` -> "1,000".
+    """
+    s = " ".join(tex.split())
+    s = re.sub(r"\{,\}", ",", s)  # 1{,}000
+    for _ in range(4):  # innermost first: arguments hold at most this deep a nesting
+        s = re.sub(r"\\(?:" + "|".join(NAMES) + r")\s*" + ARG, r"{\1}", s)  # braces go at the end
+        s = re.sub(r"\\(" + "|".join(MARKS) + r")\s*(?:" + ARG + r"|(\w))",
+                   lambda m: MARKS[m.group(1)].format(m.group(2) or m.group(3)), s)  # \hat{y}, \hat y
+        s = re.sub(r"\\sqrt\s*" + ARG, r"sqrt(\1)", s)
+        s = re.sub(r"\\frac\s*" + ARG + r"\s*" + ARG, r"(\1)/(\2)", s)
+    s = re.sub(r"\\([,;:! _%{}])", lambda m: SPACES[m.group(1)], s)
+
+    def command(m: re.Match) -> str:
+        name = m.group(1)
+        if name in WORDS:
+            return WORDS[name]
+        if name in SYMBOLS:
+            return f" {SYMBOLS[name]} " if name == "in" else SYMBOLS[name]
+        raise KeyError(name)
+
+    try:
+        s = re.sub(r"\\([A-Za-z]+)", command, s)
+    except KeyError:
+        return None
+    s = re.sub(r"([_^])\{(\w+)\}", r"\1\2", s)  # x_{ij} -> x_ij
+    s = re.sub(r"([_^])\{\(([^{}]*)\)\}", r"\1(\2)", s)  # PE_{(pos,2i)} -> PE_(pos,2i)
+    s = re.sub(r"([_^])\{([^{}]*)\}", r"\1(\2)", s)  # x_{t+1} -> x_(t+1)
+    s = s.replace("{", "").replace("}", "")
+    s = re.sub(r"\s+", " ", s).strip()
+    s = re.sub(r"([(\[])\s+|\s+(?=[)\]])", r"\1", s)  # ceil( T/2 ) -> ceil(T/2)
+    return None if "\\" in s or "$" in s else s
+
+
+def strip_markdown(text: str) -> list[str]:
+    """The paragraphs of plain prose in one markdown text."""
+    text = re.sub(r"^(```+|~~~+)\s*\{[^}]*\}.*$", "", text, flags=re.M)  # directive fences: keep their body
+    text = re.sub(r"^:[\w-]+:.*$", "", text, flags=re.M)  # directive options such as :class:
+    text = re.sub(r"(```+|~~~+)[^\n]*\n.*?\1", "", text, flags=re.S)  # code blocks
+    text = re.sub(r"^(```+|~~~+)\s*$", "", text, flags=re.M)  # closing fences of directives
+    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)  # display maths
+    text = re.sub(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", " ", text, flags=re.S)
+    kept: list[str | None] = []  # inline code and maths, kept out of the markup rules below
+
+    def keep(plain: str | None) -> str:
+        kept.append(plain)
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = re.sub(r"\{\w+\}`([^`<]*?)\s*(?:<[^`>]*>)?`", lambda m: keep(m.group(1)), text)  # {doc}`x <y>`: x
+    text = re.sub(r"`([^`\n]*)`", lambda m: keep(m.group(1)), text)  # inline code: keep the name
+    text = re.sub(r"\$((?:[^$\n]|\n(?![ \t]*\n))+?)\$", lambda m: keep(plain_maths(m.group(1))), text)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"<[^>\n]+>", "", text)  # HTML tags
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links: keep their text
+    paragraphs = []
+    for block in re.split(r"\n\s*\n", text):
+        lines = [ln for ln in block.splitlines() if not re.match(r"\s*(\||#|-{3,}|={3,})", ln)]  # tables, headings
+        lines = [re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", ln) for ln in lines]  # list bullets and numbers
+        para = " ".join(ln.strip() for ln in lines)
+        para = re.sub(r"(\*\*|__|\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w))", "", para)  # emphasis
+        sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z\x00])", para)
+        para = " ".join(s for s in sentences  # a sentence whose maths has no plain form goes
+                        if all(kept[int(i)] is not None for i in re.findall(r"\x00(\d+)\x00", s)))
+        para = re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m.group(1))], para)
+        for char, plain in ASCII.items():
+            para = para.replace(char, plain)
+        para = unicodedata.normalize("NFKD", para).encode("ascii", "ignore").decode("ascii")  # é -> e
+        para = re.sub(r"\(\s*\)|\[\s*\]", "", para)  # brackets left empty
+        para = re.sub(r"\s+([,.;:])(?=\s|$)", r"\1", para)
+        para = re.sub(r"\s+", " ", para).strip()
+        if len(para) >= MIN_PARAGRAPH:
+            paragraphs.append(para)
+    return paragraphs
 
 
 def sources() -> list[tuple[str, str]]:
@@ -52,38 +151,6 @@ def sources() -> list[tuple[str, str]]:
             text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
             found.append((nb_path.name, text))
     return found
-
-
-def strip_markdown(text: str) -> list[str]:
-    """The paragraphs of plain prose in one markdown text."""
-    text = re.sub(r"^(```+|~~~+)\s*\{[^}]*\}.*$", "", text, flags=re.M)  # directive fences: keep their body
-    text = re.sub(r"^:[\w-]+:.*$", "", text, flags=re.M)  # directive options such as :class:
-    text = re.sub(r"(```+|~~~+)[^\n]*\n.*?\1", "", text, flags=re.S)  # code blocks
-    text = re.sub(r"^(```+|~~~+)\s*$", "", text, flags=re.M)  # closing fences of directives
-    text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)  # display maths
-    text = re.sub(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", " ", text, flags=re.S)
-    text = re.sub(r"\$[^$\n]+\$", "", text)  # inline maths
-    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
-    text = re.sub(r"<[^>\n]+>", "", text)  # HTML tags
-    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", text)  # images
-    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # links: keep their text
-    text = re.sub(r"\{\w+\}`([^`]*)`", r"\1", text)  # roles such as {cite}`x`
-    text = re.sub(r"`([^`\n]*)`", r"\1", text)  # inline code: keep the name
-    paragraphs = []
-    for block in re.split(r"\n\s*\n", text):
-        lines = [ln for ln in block.splitlines() if not re.match(r"\s*(\||#|-{3,}|={3,})", ln)]  # tables, headings
-        lines = [re.sub(r"^\s*(?:[-*+]|\d+\.)\s+", "", ln) for ln in lines]  # list bullets and numbers
-        para = " ".join(ln.strip() for ln in lines)
-        para = re.sub(r"(\*\*|__|\*|(?<!\w)_(?=\w)|(?<=\w)_(?!\w))", "", para)  # emphasis
-        for char, plain in ASCII.items():
-            para = para.replace(char, plain)
-        para = unicodedata.normalize("NFKD", para).encode("ascii", "ignore").decode("ascii")  # é -> e
-        para = re.sub(r"\(\s*\)|\[\s*\]", "", para)  # brackets emptied by the maths
-        para = re.sub(r"\s+([,.;:])(?=\s|$)", r"\1", para)
-        para = re.sub(r"\s+", " ", para).strip()
-        if len(para) >= MIN_PARAGRAPH:
-            paragraphs.append(para)
-    return paragraphs
 
 
 def build() -> str:

@@ -88,6 +88,12 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Modul
         allowed key gets all-zero weights and a zero output (never NaN).
     """
     check_qkv(query, key, value, mask)
+    return _attention(query, key, value, mask, dropout)
+
+
+def _attention(query, key, value, mask, dropout):
+    """Equation 1 itself, on inputs already checked (by the function above, or by
+    `MultiHeadAttention`, which checks its own inputs once per call)."""
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
     weights = masked_softmax(scores, mask)  # blocked keys get 0; a row with none allowed, all 0 (chapter 8)
     if dropout is not None:
@@ -107,6 +113,11 @@ def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> tor
     checked as `scaled_dot_product_attention` checks them (finite, shapes that fit).
     """
     check_qkv(query, key, value, mask)
+    return _fused_attention(query, key, value, mask, dropout_p)
+
+
+def _fused_attention(query, key, value, mask, dropout_p: float) -> torch.Tensor:
+    """PyTorch's kernel with the library's rule for empty rows, on inputs already checked."""
     if mask is None:
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
     has_key = has_allowed_key(mask)  # (..., q_len, 1)
@@ -192,11 +203,15 @@ class MultiHeadAttention(nn.Module):
         if cache is not None:
             k, v = cache.append(k, v)  # (B, h_kv, start + T_k, d_k): every cached position
         k, v = self.share_kv(k), self.share_kv(v)  # (B, h, T_k_all, d_k)
-        if self.record_weights or not self.fused or self.attention_fn is not scaled_dot_product_attention:
+        # The inputs were checked once above, so the library's own rule runs unchecked here;
+        # a swapped-in attention_fn (chapter 15) is called as given.
+        if self.attention_fn is not scaled_dot_product_attention:
             out, weights = self.attention_fn(q, k, v, mask, self.dropout)
-            self.last_weights = weights.detach() if self.record_weights else None
+        elif self.record_weights or not self.fused:
+            out, weights = _attention(q, k, v, mask, self.dropout)
         else:
-            out = fused_attention(q, k, v, mask, dropout_p=self.dropout.p if self.training else 0.0)
+            out, weights = _fused_attention(q, k, v, mask, self.dropout.p if self.training else 0.0), None
+        self.last_weights = weights.detach() if self.record_weights else None
         return self.w_o(self.merge_heads(out))  # (B, T_q, d_model)
 
     def share_kv(self, x: torch.Tensor) -> torch.Tensor:
@@ -206,11 +221,14 @@ class MultiHeadAttention(nn.Module):
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
     def _check_inputs(self, query, key, value, mask, cache) -> None:
+        checked = set()
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}), got {tuple(t.shape)}")
-            check_finite(name, t)
+            if id(t) not in checked:  # self-attention passes one tensor three times: look at it once
+                check_finite(name, t)
+                checked.add(id(t))
         if not query.shape[0] == key.shape[0] == value.shape[0]:
             raise ValueError(
                 f"query, key and value must have the same batch size, got {query.shape[0]}, {key.shape[0]}, {value.shape[0]}"

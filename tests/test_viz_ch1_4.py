@@ -8,26 +8,26 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import transformer_lib as tl  # noqa: E402
-from transformer_lib import viz  # noqa: E402
+from transformer_lib import shapes, viz  # noqa: E402
 
 
 def test_attention_flow_shapes_are_the_real_ones():
-    shapes = viz.attention_flow_shapes(2, 512, 64)
-    x = torch.randn(*shapes["X"])
-    w = {name: torch.randn(*shapes[name]) for name in ("W^Q", "W^K", "W^V")}
+    sizes = shapes.attention_flow_shapes(2, 512, 64)
+    x = torch.randn(*sizes["X"])
+    w = {name: torch.randn(*sizes[name]) for name in ("W^Q", "W^K", "W^V")}
     q, k, v = x @ w["W^Q"], x @ w["W^K"], x @ w["W^V"]
     z, a = tl.scaled_dot_product_attention(q, k, v)
     real = {"X": x, **w, "Q": q, "K": k, "V": v, "scores": q @ k.T, "A": a, "Z": z}
-    assert shapes == {name: tuple(t.shape) for name, t in real.items()}
-    assert viz.attention_flow_shapes(3, 16, 4, d_v=8)["Z"] == (3, 8)
+    assert sizes == {name: tuple(t.shape) for name, t in real.items()}
+    assert shapes.attention_flow_shapes(3, 16, 4, d_v=8)["Z"] == (3, 8)
     for bad in (0, -1, 2.0, True):
         with pytest.raises(ValueError, match="d_k"):
-            viz.attention_flow_shapes(2, 512, bad)
+            shapes.attention_flow_shapes(2, 512, bad)
 
 
 def test_draw_attention_flow_labels_every_tensor_with_its_shape():
     weights = torch.tensor([[0.2344, 0.7656], [0.7406, 0.2594]])
-    ax = viz.draw_attention_flow(["Thinking", "Machines"], 512, 64, weights=weights)
+    ax = shapes.draw_attention_flow(["Thinking", "Machines"], 512, 64, weights=weights)
     texts = [t.get_text() for t in ax.texts]
     for name, shape in (("X", "(2, 512)"), ("Q", "(2, 64)"), ("K", "(2, 64)"), ("V", "(2, 64)"),
                         ("A", "(2, 2)"), ("Z", "(2, 64)")):
@@ -40,7 +40,7 @@ def test_draw_attention_flow_labels_every_tensor_with_its_shape():
     widths = sorted(p.get_width() for p in ax.patches)
     assert widths[-1] > widths[0]
     with pytest.raises(ValueError, match="weights"):
-        viz.draw_attention_flow(["a", "b"], 8, 4, weights=torch.ones(3, 3))
+        shapes.draw_attention_flow(["a", "b"], 8, 4, weights=torch.ones(3, 3))
     plt.close("all")
 
 

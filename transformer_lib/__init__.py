@@ -25,7 +25,8 @@ One module per concept, in the paper's order:
 - `runtime`: where tensors live and the mode a model runs in (`device_of`, `eval_mode`, the
   book's device)
 - `notebook`: `setup`, the one call of every chapter's setup cell
-- `viz`: plotting defaults and attention heat maps
+- `viz`: plotting defaults and heat maps (attention weights, matrices, similarities)
+- `shapes`: pictures of tensors as blocks of their shapes (chapters 3-5)
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
 - `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
   experiment, drawings of rotations and masks)
@@ -58,7 +59,7 @@ from .schedules import noam_lr
 from .training import TrainConfig, train
 from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
                efficient, flash, interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn,
-               runtime, schedules, training, vocab)  # modules, for tl.metrics.bleu etc.
+               runtime, schedules, shapes, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -71,7 +72,7 @@ __all__ = [
     "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
     "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "recipes",
     "efficient", "flash", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz", "runtime",
-    "kv_cache", "losses", "schedules",
+    "kv_cache", "losses", "schedules", "shapes",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 

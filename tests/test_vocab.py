@@ -82,6 +82,9 @@ def test_loader_gives_the_batches_of_the_dataloader_the_shipped_models_were_trai
         for _ in range(3):  # three epochs
             a, b = [x for batch in ours for x in batch], [x for batch in theirs for x in batch]
             assert len(a) == len(b) and all(torch.equal(x, y) for x, y in zip(a, b))
+        iter(ours), iter(theirs)  # a pass begun and left (as train's re-iterable check does)
+        a, b = next(iter(ours)), next(iter(theirs))
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
 def test_loader_works_when_the_default_device_is_not_the_cpu():

@@ -167,8 +167,13 @@ class PairLoader:
         return n // b if self.drop_last else -(-n // b)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        # A DataLoader draws its workers' seed when a pass starts (at `iter`, even if no batch
+        # is then read), and the permutation at the first batch: so do we.
+        torch.empty((), dtype=torch.int64, device="cpu").random_(generator=self.generator)
+        return self._batches()
+
+    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = self._order()
-        torch.empty((), dtype=torch.int64, device="cpu").random_(generator=self.generator)  # a DataLoader's draw
         while index := list(islice(order, self.batch_size)):
             if self.drop_last and len(index) < self.batch_size:
                 break

@@ -12,14 +12,19 @@
   an earlier cell's value).
 - Figures are SVG (the nbval sanitize rules, tested in tests/test_sanitize.py, replace each SVG
   document by a marker).
+- The PNG data that an SVG embeds has its "/" percent-encoded (scripts/execute_notebooks.py,
+  `encode_slashes`), so that no base64 text reads like a machine-specific file path, and it
+  still decodes to a PNG.
 - No timing or progress bar sits in an output that is compared.
 """
 from __future__ import annotations
 
 import ast
+import base64
 import builtins
 import json
 import re
+from urllib.parse import unquote
 from pathlib import Path
 
 import pytest
@@ -207,6 +212,18 @@ def test_figures_are_svg(path):
             data = out.get("data", {})
             assert "image/png" not in data and "image/jpeg" not in data, (
                 "a bitmap figure: tl.setup() draws SVG (crisp on the site, checked by nbval as a figure)")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
+def test_embedded_pictures_read_as_no_path(path):
+    png_data = re.compile(r"data:image/png;base64,([^\"']+)")
+    for cell in code_cells(path):
+        for out in cell.get("outputs", []):
+            svg = "".join(out.get("data", {}).get("image/svg+xml", ""))
+            for payload in png_data.findall(svg):
+                assert "/" not in payload, "run scripts/execute_notebooks.py (encode_slashes)"
+                png = base64.b64decode(re.sub(r"\s", "", unquote(payload)), validate=True)
+                assert png.startswith(b"\x89PNG\r\n\x1a\n")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])

@@ -177,12 +177,8 @@ def _run_worker(rank: int, world_size: int, port: int, folder: str, worker: Call
     wait = datetime.timedelta(seconds=timeout)
     # Rank 0 serves the store on 127.0.0.1 only (left to itself, it would listen on every interface).
     listener = socket.create_server((HOST, port)) if rank == 0 and sys.platform.startswith("linux") else None
-    try:
-        store = dist.TCPStore(HOST, port, world_size, rank == 0, wait,
-                              master_listen_fd=listener.fileno() if listener else None)
-    except NotImplementedError:  # torch < 2.7: only the older store backend takes a listening socket
-        store = dist.TCPStore(HOST, port, world_size, rank == 0, wait,
-                              master_listen_fd=listener.fileno() if listener else None, use_libuv=False)
+    store = dist.TCPStore(HOST, port, world_size, rank == 0, wait,
+                          master_listen_fd=listener.fileno() if listener else None)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
     try:
         result = worker(*args, **kwargs)

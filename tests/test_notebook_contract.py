@@ -24,8 +24,8 @@ import base64
 import builtins
 import json
 import re
-from urllib.parse import unquote
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager

@@ -94,7 +94,7 @@ test-kernels: $(ENV_STAMP)
 	done; \
 	if [ -n "$$failed" ]; then echo "notebook check failed under:$$failed" >&2; exit 1; fi
 
-# The notebook check with every chapter computing on a GPU (TL_DEVICE makes tl.setup choose it;
+# The notebook check with every chapter computing on a GPU (TL_DEVICE makes book.setup choose it;
 # `make test-notebooks-gpu GPU=mps` on Apple silicon). The committed outputs were made on the
 # CPU: facts (shapes, tokens, equalities) must still match, measurement cells assert their
 # claims on the GPU too, and a rounded number that a GPU kernel rounds the other way is reported

@@ -227,7 +227,7 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="also time generation with 8, 2, 1 key/value heads")
     parser.add_argument("--report", action="store_true", help="only rewrite the report from the saved runs")
     args = parser.parse_args()
-    tl.setup(seed=0, threads=1, plots=False)
+    tl.runtime.setup(seed=0, threads=1)
     vocab_size, train_ids, heldout_ids, H1 = data()
     saved = json.loads(SAVED.read_text()) if SAVED.exists() else {"runs": {}}
     today = dt.date.today().isoformat()

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     parser.add_argument("--write", action="store_true", help="write the table into benchmarks/RESULTS.md")
     args = parser.parse_args(argv)
 
-    tl.setup(seed=0, threads=1, plots=False)
+    tl.runtime.setup(seed=0, threads=1)
     src_vocab, tgt_vocab = date_vocabs()
     config = dict(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **tl.recipes.DATE_MODEL)
     state = parallel.build_model(config).state_dict()

@@ -84,7 +84,7 @@ MARK_BEGIN, MARK_END = "<!-- recipe study: begin -->", "<!-- recipe study: end -
 def run(name: str, seed: int, threads: int, data) -> dict:
     s = {**BASE, **SETTINGS[name]}
     splits, src_vocab, tgt_vocab = data
-    tl.setup(seed=seed, threads=threads, plots=False)
+    tl.runtime.setup(seed=seed, threads=threads)
     model = tl.Transformer(tl.TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=s["d_model"],
                                                 d_ff=s["d_ff"], **MODEL))
     loader = make_loader(splits.train, src_vocab, tgt_vocab, batch_size=s["batch"], seed=seed)
@@ -134,7 +134,7 @@ def step_time(impl: str, threads: int, reps: int, data) -> dict:
     from transformer_lib.losses import LabelSmoothingLoss
     from transformer_lib.training import Batch
     splits, src_vocab, tgt_vocab = data
-    tl.setup(seed=0, threads=threads, plots=False)
+    tl.runtime.setup(seed=0, threads=threads)
     if impl == "transformer_lib":
         model = tl.Transformer(tl.TransformerConfig(len(src_vocab), len(tgt_vocab), d_model=64, d_ff=128, **MODEL))
         forward = lambda b: model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)  # noqa: E731

@@ -519,7 +519,7 @@ def write_report(info: dict, notebooks, attention, site, path: Path, quick: bool
             "## The chapters",
             "",
             "Each notebook run top to bottom in a fresh kernel (its own threads setting: the chapters call",
-            "`tl.setup(threads=1)`). Time: kernel start to the end of the last cell. Peak memory: the larger",
+            "`book.setup(threads=1)`). Time: kernel start to the end of the last cell. Peak memory: the larger",
             "of the kernel's peak resident set and the polled peak of the kernel's process tree.",
             "",
             "| chapter | wall time | peak memory | budget (90 s, 1.5 GB) |",

@@ -34,7 +34,8 @@ OUT = ROOT / "artifacts" / "explorer"
 CELLS = [
     """import torch
 import transformer_lib as tl
-tl.setup(seed=0, threads=1)
+from transformer_lib import book
+book.setup(seed=0, threads=1)
 words = "the cat sat on a mat dog ran".split()
 vocab = {w: i + 4 for i, w in enumerate(words)}
 config = tl.TransformerConfig(src_vocab=16, tgt_vocab=16, d_model=16, n_heads=2, d_ff=32, n_layers=2, dropout=0.0)
@@ -44,11 +45,11 @@ def encode(text):
     toks = [w for w in text.lower().split() if w in vocab] or ["the"]
     return torch.tensor([[vocab[w] for w in toks]]), torch.tensor([[1, 5, 6]]), toks, ["<bos>", "le", "chat"]
 
-explorer = tl.AttentionExplorer.from_model(model, *encode("the cat sat"), encode_fn=encode,
+explorer = book.AttentionExplorer.from_model(model, *encode("the cat sat"), encode_fn=encode,
                                            text_placeholder="words from: " + " ".join(words))
 explorer""",
     "explorer",
-    "tl.AttentionExplorer(torch.rand(2, 3, 3).softmax(-1), tokens=['x', 'y', 'z'])",
+    "book.AttentionExplorer(torch.rand(2, 3, 3).softmax(-1), tokens=['x', 'y', 'z'])",
 ]
 
 KERNEL_STATE = """async () => {

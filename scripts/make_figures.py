@@ -2,7 +2,7 @@
 
     python scripts/make_figures.py     # writes book/images/model_map.svg
 
-Re-run it after changing `transformer_lib.diagrams`; commit the files it writes.
+Re-run it after changing `transformer_lib.book.diagrams`; commit the files it writes.
 """
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import transformer_lib as tl  # noqa: E402
-from transformer_lib import diagrams  # noqa: E402
+from transformer_lib import book  # noqa: E402
+from transformer_lib.book import diagrams  # noqa: E402
 
 IMAGES = Path(__file__).resolve().parent.parent / "book" / "images"
 
 
 def main() -> None:
-    tl.setup(seed=0)
+    book.setup(seed=0)
     ax = diagrams.model_map("all")
     path = IMAGES / "model_map.svg"
     ax.figure.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})

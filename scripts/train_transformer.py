@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     if partial.exists():
         partial.unlink()  # so that a run that saves nothing cannot pass off an older file as its own
 
-    tl.setup(seed=args.seed, threads=args.threads, plots=False, device=args.device)
+    tl.runtime.setup(seed=args.seed, threads=args.threads, device=args.device)
     src_vocab, tgt_vocab = date_vocabs()
     splits = make_date_splits(seed=0)
     loader = make_loader(splits.train, src_vocab, tgt_vocab, batch_size=DATE_RECIPE["batch_size"], seed=args.seed)

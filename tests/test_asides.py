@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib import asides  # noqa: E402
+from transformer_lib.book import asides  # noqa: E402
 
 
 def test_convex_hull_of_a_square_with_inner_and_edge_points():

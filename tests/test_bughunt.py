@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import transformer_lib as tl
-from transformer_lib import bughunt as bh
+from transformer_lib.book import bughunt as bh
 from transformer_lib.attention import use_attention
 from transformer_lib.positional import PositionalEncoding
 

@@ -141,10 +141,10 @@ def test_models_load_onto_the_books_device(tmp_path):
 
 def test_setup_makes_the_chosen_device_the_default_and_the_cpu_leaves_no_trace():
     try:
-        tl.setup(seed=0, threads=torch.get_num_threads(), plots=False, device="meta")
+        tl.runtime.setup(seed=0, threads=torch.get_num_threads(), device="meta")
         assert tl.runtime.book_device() == META and torch.zeros(1).is_meta
         assert tl.sinusoidal_encoding(4, 8).is_meta and tl.PositionalEncoding(8, 4).pe.is_meta
     finally:
-        tl.setup(seed=0, threads=torch.get_num_threads(), plots=False, device="cpu")
+        tl.runtime.setup(seed=0, threads=torch.get_num_threads(), device="cpu")
     assert torch.zeros(1).device.type == "cpu"
     assert torch.utils._device._device_constructors is not None  # still importable: nothing left half-set

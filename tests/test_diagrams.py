@@ -4,7 +4,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from transformer_lib import diagrams  # noqa: E402
+from transformer_lib.book import diagrams  # noqa: E402
 
 
 def lit_labels(ax):

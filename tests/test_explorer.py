@@ -1,4 +1,4 @@
-"""transformer_lib.explorer: the state the attention explorer writes, and its argument checks.
+"""transformer_lib.book.explorer: the state the attention explorer writes, and its argument checks.
 
 The browser side (drawing, clicking, hovering, the static site) is tests/browser/test_explorer.py.
 """
@@ -12,9 +12,10 @@ import torch
 from ipywidgets.widgets.widget import _instances as widget_instances
 
 import transformer_lib as tl
-from transformer_lib import explorer as ex
-from transformer_lib.explorer import AttentionExplorer
-from transformer_lib.explorer_state import MAX_HEADS, MAX_LAYERS, MAX_TOKENS, parse_rows
+from transformer_lib import book
+from transformer_lib.book import explorer as ex
+from transformer_lib.book.explorer import AttentionExplorer
+from transformer_lib.book.explorer_state import MAX_HEADS, MAX_LAYERS, MAX_TOKENS, parse_rows
 
 SRC_TOKENS = ["the", "cat", "sat", "down", "<eos>"]
 TGT_TOKENS = ["<bos>", "le", "chat"]
@@ -203,7 +204,7 @@ def test_repr_is_a_text_summary():
 
 
 def test_exported_from_the_package():
-    assert tl.AttentionExplorer is AttentionExplorer and "AttentionExplorer" in tl.__all__
+    assert book.AttentionExplorer is AttentionExplorer and "AttentionExplorer" in book.__all__
 
 
 # ---- live use ---------------------------------------------------------------------------------

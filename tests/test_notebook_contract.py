@@ -211,7 +211,7 @@ def test_figures_are_svg(path):
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             assert "image/png" not in data and "image/jpeg" not in data, (
-                "a bitmap figure: tl.setup() draws SVG (crisp on the site, checked by nbval as a figure)")
+                "a bitmap figure: book.setup() draws SVG (crisp on the site, checked by nbval as a figure)")
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 import transformer_lib as tl
-from transformer_lib import asides, checkpoints, lm, rnn
+from transformer_lib import checkpoints, lm, rnn
+from transformer_lib.book import asides
 from transformer_lib.schedules import lr_schedule
 from transformer_lib.training import TrainConfig, train
 from transformer_lib.vocab import Vocab

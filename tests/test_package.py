@@ -3,6 +3,31 @@ import subprocess
 import sys
 
 
+def test_the_library_never_imports_the_books_aids():
+    # transformer_lib.book (figures, explorer, asides, bug hunt, setup) stands above the library:
+    # importing the library loads none of it, and no library module names it
+    code = "import sys, transformer_lib; print(sorted(m for m in sys.modules if '.book' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "transformer_lib"
+    offenders = []
+    for path in root.rglob("*.py"):
+        if "book" in path.relative_to(root).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [alias.name for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            if any(n == "book" or n.startswith("book.") or ".book" in n for n in names):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not offenders, f"library modules import transformer_lib.book: {offenders}"
+
+
 def test_import_does_not_load_pyplot():
     # pyplot picks a GUI backend and takes time: drawing code imports it on first use only.
     code = "import sys, transformer_lib; print('matplotlib.pyplot' in sys.modules)"
@@ -13,7 +38,7 @@ def test_import_does_not_load_pyplot():
 def test_public_names_exist_and_from_torch_is_exported():
     import transformer_lib as tl
 
-    missing = [name for name in tl.__all__ if name != "AttentionExplorer" and not hasattr(tl, name)]
+    missing = [name for name in tl.__all__ if not hasattr(tl, name)]
     assert not missing, f"__all__ names what the package lacks: {missing}"
     assert {"from_torch", "AddNorm", "interop", "residual"} <= set(tl.__all__)
     assert tl.from_torch is tl.interop.from_torch and tl.AddNorm is tl.residual.AddNorm

@@ -219,4 +219,4 @@ def test_setup_refuses_a_device_this_machine_lacks(monkeypatch):
     monkeypatch.delenv(tl.runtime.DEVICE_VARIABLE)
     assert tl.runtime.resolve_device() == torch.device("cpu")
     with pytest.raises(ValueError, match="seed"):
-        tl.setup(seed=-1)
+        tl.runtime.setup(seed=-1)

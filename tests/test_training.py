@@ -93,7 +93,7 @@ def copy_task(n_train=3000, seed=0):
 
 
 def test_short_training_run_learns_the_copy_task(tmp_path):
-    tl.setup(seed=0, threads=1, plots=False)
+    tl.runtime.setup(seed=0, threads=1)
     vocab, train_pairs, test_pairs = copy_task()
     loader = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, len(train_pairs), 50)]
     val = [collate(test_pairs, vocab, vocab)]
@@ -138,7 +138,7 @@ def _by_hand(model, batches, steps, cfg):
 
 
 def test_transformer_losses_are_bit_identical_to_the_written_out_step():
-    tl.setup(seed=0, threads=1, plots=False)
+    tl.runtime.setup(seed=0, threads=1)
     vocab, train_pairs, _ = copy_task(n_train=200)
     batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 200, 50)]
     cfg = recipe_config(max_steps=20)

@@ -3,6 +3,7 @@ import pytest
 import torch
 
 import transformer_lib as tl
+from transformer_lib import book
 
 
 def test_d_model_must_divide_by_heads():
@@ -98,9 +99,9 @@ def test_mask_helpers_errors():
 
 def test_setup_threads():
     with pytest.raises(ValueError, match="threads must be a positive integer"):
-        tl.setup(threads=0)
+        book.setup(threads=0)
 
 
 def test_plot_attention_checks_tokens():
     with pytest.raises(ValueError, match="query_tokens has 2 tokens but weights has 3 rows"):
-        tl.plot_attention(torch.rand(3, 3), ["a", "b"], ["a", "b", "c"])
+        book.plot_attention(torch.rand(3, 3), ["a", "b"], ["a", "b", "c"])

@@ -5,7 +5,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib import diagrams, viz  # noqa: E402
+from transformer_lib.book import diagrams, viz  # noqa: E402
 
 
 def test_plot_head_grid_draws_every_head_and_the_mean():

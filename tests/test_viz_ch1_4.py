@@ -8,7 +8,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import transformer_lib as tl  # noqa: E402
-from transformer_lib import shapes, viz  # noqa: E402
+from transformer_lib.book import shapes, viz  # noqa: E402
 
 
 def test_attention_flow_shapes_are_the_real_ones():

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib import shapes, viz  # noqa: E402
+from transformer_lib.book import shapes, viz  # noqa: E402
 
 
 def test_text_colour_contrasts_with_the_cell():

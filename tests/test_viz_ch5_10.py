@@ -8,7 +8,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib import sinusoidal_encoding, viz  # noqa: E402
+from transformer_lib import sinusoidal_encoding
+from transformer_lib.book import viz  # noqa: E402
 
 
 def heat_maps(fig):

@@ -23,13 +23,7 @@ One module per concept, in the paper's order:
 - `data`: the date-normalisation task split by calendar date, and small synthetic tasks
 - `rnn`: the recurrent encoder-decoders of Part I (models only)
 - `runtime`: where tensors live and the mode a model runs in (`device_of`, `eval_mode`, the
-  book's device)
-- `notebook`: `setup`, the one call of every chapter's setup cell
-- `viz`: plotting defaults and heat maps (attention weights, matrices, similarities)
-- `shapes`: pictures of tensors as blocks of their shapes (chapters 3-5)
-- `diagrams`: the model map ("you are here") and box-and-arrow figures
-- `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
-  experiment, drawings of rotations and masks)
+  book's device, `setup` for seeds, threads and device)
 - `efficient`: exact attention without the T x T matrix (blockwise, online softmax) and sparse
   attention masks (chapter 13); its `peak_tensor_memory` (module `memory`, which needs a
   private PyTorch module) is imported on first use
@@ -37,11 +31,14 @@ One module per concept, in the paper's order:
   (chapter 13)
 - `lm`: decoder-only language models (`CausalLMConfig`, `CausalLM`), cached generation and
   sampling, next-token training (chapters 14 and 16)
-- `bughunt`: planted bugs and the checks that catch them (chapter 15)
 - `attention_maps`: a model run's attention weights by kind (encoder, decoder, cross), the one
   rule that names a module's kind
-- `explorer`: `AttentionExplorer`, an interactive attention-map widget (imported on first use);
-  `explorer_state` writes and reads its saved state
+- `parallel`: data, tensor, sequence and sharded parallelism over processes (chapter 17;
+  imported on its own: `from transformer_lib import parallel`)
+
+The book's teaching aids (figures, diagrams, the attention explorer, asides, the bug hunt,
+the notebooks' setup) live apart, in `transformer_lib.book`, which imports this package and is
+never imported by it.
 """
 from .attention import KVCache, MultiHeadAttention, fused_attention, record_attention, scaled_dot_product_attention
 from .residual import AddNorm, AddRMSNorm
@@ -51,15 +48,13 @@ from .model import Embeddings, EncoderDecoder, Transformer, TransformerConfig, c
 from .interop import from_torch
 from .positional import LearnedPositionalEncoding, PositionalEncoding, RotaryEmbedding, sinusoidal_encoding
 from .checkpoints import CHECKPOINTS
-from .notebook import setup
-from .viz import plot_attention
 from .decoding import beam_search, greedy_decode
 from .losses import LabelSmoothingLoss
 from .schedules import noam_lr
 from .training import TrainConfig, train
-from . import (asides, attention_maps, bughunt, checkpoints, data, dates, decoding, diagrams,  # noqa: E402
-               efficient, flash, interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn,
-               runtime, schedules, shapes, training, vocab)  # modules, for tl.metrics.bleu etc.
+from . import (attention_maps, checkpoints, data, dates, decoding, efficient, flash,  # noqa: E402
+               interop, kv_cache, lm, losses, masks, metrics, recipes, residual, rnn, runtime,
+               schedules, training, vocab)  # modules, for tl.metrics.bleu etc.
 
 __version__ = "0.1.0"
 
@@ -69,18 +64,10 @@ __all__ = [
     "causal_mask", "padding_mask", "target_mask",
     "Embeddings", "Transformer", "TransformerConfig", "EncoderDecoder", "count_parameters", "from_torch",
     "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
-    "setup", "CHECKPOINTS", "plot_attention", "AttentionExplorer",
+    "CHECKPOINTS",
     "data", "dates", "vocab", "attention_maps", "masks", "checkpoints", "decoding", "metrics", "rnn", "training", "recipes",
-    "efficient", "flash", "interop", "residual", "lm", "bughunt", "asides", "diagrams", "viz", "runtime",
-    "kv_cache", "losses", "schedules", "shapes",
+    "efficient", "flash", "interop", "residual", "lm", "runtime",
+    "kv_cache", "losses", "schedules",
     "greedy_decode", "beam_search", "LabelSmoothingLoss", "TrainConfig", "noam_lr", "train",
 ]
 
-
-def __getattr__(name: str):
-    # The explorer needs anywidget and ipywidgets: import them only when it is first used.
-    if name == "AttentionExplorer":
-        from .explorer import AttentionExplorer
-
-        return AttentionExplorer
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,16 +5,22 @@ decoding, generation and the attention maps share.
 - `eval_mode(model)`: run a block without dropout, then give the model back as it was;
 - `book_device()`: the device the book computes on, chosen once by `setup(device=...)` or the
   environment variable `TL_DEVICE` (`cpu`, the default; `cuda`; `mps`); `resolve_device`
-  checks a name against what this machine has.
+  checks a name against what this machine has;
+- `setup(seed, threads, device)`: seeds, a fixed thread count and the device, so that a run
+  repeats bit for bit on one machine (`transformer_lib.book.setup` adds the book's figure style).
 """
 from __future__ import annotations
 
 import os
+import random
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
-__all__ = ["DEVICE_VARIABLE", "book_device", "device_of", "eval_mode", "resolve_device"]
+from ._checks import check_positive_int
+
+__all__ = ["DEVICE_VARIABLE", "book_device", "device_of", "eval_mode", "resolve_device", "setup"]
 
 #: The environment variable that chooses the device of every chapter (`TL_DEVICE=cuda`).
 DEVICE_VARIABLE = "TL_DEVICE"
@@ -65,3 +71,29 @@ def eval_mode(model: torch.nn.Module):
         yield model
     finally:
         model.train(was_training)
+
+
+def setup(seed: int = 0, threads: int = 1, device: str | torch.device | None = None) -> torch.device:
+    """Seed Python, NumPy and PyTorch, fix PyTorch's thread count and choose the device; returns
+    the device.
+
+    With the same seed and thread count, training runs are bit-identical on one machine; a
+    different thread count changes the order of floating-point sums, so results drift in the
+    last digits. `device` (default: the environment variable `TL_DEVICE`, else the CPU) becomes
+    PyTorch's default device, so every tensor made without naming a device, and every model
+    built, lives there (`book_device()` tells which; `resolve_device` says what this machine has).
+    """
+    check_positive_int("threads", threads)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    chosen = resolve_device(device)
+    os.environ.setdefault("PYTHONHASHSEED", str(seed))
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    # Change PyTorch's default device only when it changes: on the CPU, its own default, this
+    # leaves no device context behind (a context costs a little on every torch call).
+    if chosen != book_device():
+        torch.set_default_device(chosen)
+    return chosen

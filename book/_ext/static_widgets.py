@@ -12,7 +12,7 @@
      named by its content's hash, so that a page (and the whole site) loads each front end
      once, and the browser caches it across pages; the state says where it is (`_esm_url`,
      `_css_url`, relative to the page). The attention explorer's front end is taken from
-     transformer_lib/static/ (the library that builds the site), not from the copy saved with
+     transformer_lib/book/static/ (the library that builds the site), not from the copy saved with
      the notebook, so a fix to it reaches the site without re-executing the chapters; its
      data format is the one `explorer_state.py` writes into the state (`data.version`).
    - loads widget-loader.js (a few kB) instead of require.js, widgets-config.js and
@@ -48,9 +48,9 @@ WIDGETS_DIR = "_static/widgets"
 
 # anywidget front ends the site serves from the library's own files (by _anywidget_id).
 FRONT_ENDS = {
-    "transformer_lib.explorer.AttentionExplorer": {
-        "_esm": ROOT / "transformer_lib" / "static" / "explorer.js",
-        "_css": ROOT / "transformer_lib" / "static" / "explorer.css",
+    "transformer_lib.book.explorer.AttentionExplorer": {
+        "_esm": ROOT / "transformer_lib" / "book" / "static" / "explorer.js",
+        "_css": ROOT / "transformer_lib" / "book" / "static" / "explorer.css",
     },
 }
 # Models widget-loader.js draws (or that need no drawing: layouts and styles).

@@ -1,4 +1,4 @@
-"""The attention explorer (transformer_lib.explorer) on the built site, in headless Chromium.
+"""The attention explorer (transformer_lib.book.explorer) on the built site, in headless Chromium.
 
 For every page of the built book whose saved widget state holds an `AttentionExplorer`:
 each explorer renders from the saved state with no kernel; choosing the kind, the layer and the
@@ -24,7 +24,7 @@ import test_site as site_pages  # the shared page opener: console errors, failed
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
-EXPLORER_ID = "transformer_lib.explorer.AttentionExplorer"
+EXPLORER_ID = "transformer_lib.book.explorer.AttentionExplorer"
 STATE_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
 VIEW_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S)
 # At most this many layers and heads of each kind are clicked through (the first and the last).

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import static_widgets  # noqa: E402
 
 STATE_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
-EXPLORER = "transformer_lib.explorer.AttentionExplorer"
+EXPLORER = "transformer_lib.book.explorer.AttentionExplorer"
 
 
 def anywidget(anywidget_id, esm="export default { render() {} };", css=".x {}"):
@@ -42,7 +42,7 @@ def test_state_carries_each_front_end_once(tmp_path):
     # Both explorers point at one file: the library's current front end, not the saved copy.
     assert models["a"]["state"]["_esm_url"] == models["b"]["state"]["_esm_url"]
     served = tmp_path / models["a"]["state"]["_esm_url"].removeprefix("../")
-    assert served.read_text() == (ROOT / "transformer_lib" / "static" / "explorer.js").read_text()
+    assert served.read_text() == (ROOT / "transformer_lib" / "book" / "static" / "explorer.js").read_text()
     other = tmp_path / models["c"]["state"]["_esm_url"].removeprefix("../")
     assert other.read_text() == "export default { render() {} };"
     # A front end given as an address stays as it is.

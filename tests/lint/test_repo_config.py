@@ -127,7 +127,8 @@ except ImportError:
     %pip install -q "transformer_lib @ {{REPO}}"
     import transformer_lib as tl
     print("Installed transformer_lib from the book's repository.")
-tl.setup("""
+from transformer_lib import book
+book.setup("""
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])

@@ -7,7 +7,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ._checks import as_numpy
+from .._checks import as_numpy
 from .viz import text_colour
 
 

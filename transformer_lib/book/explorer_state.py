@@ -14,8 +14,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from ._checks import as_numpy, check_positive_int, check_tokens
-from .attention_maps import KINDS
+from .._checks import as_numpy, check_positive_int, check_tokens
+from ..attention_maps import KINDS
 
 __all__ = ["MAX_TOKENS", "MAX_LAYERS", "MAX_HEADS", "build_state", "parse_rows", "check_selection", "state_matrix"]
 

@@ -41,7 +41,7 @@ import torch
 import traitlets
 from torch import nn
 
-from .attention_maps import attention_by_kind, run_model
+from ..attention_maps import attention_by_kind, run_model
 from .explorer_state import MAX_HEADS, MAX_LAYERS, MAX_TOKENS, build_state, check_selection, state_matrix
 
 __all__ = ["AttentionExplorer"]

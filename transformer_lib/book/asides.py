@@ -14,10 +14,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import as_numpy, check_non_negative_int, check_positive_int, check_tensor
-from .layers import Encoder
-from .model import Embeddings, init_weights
-from .training import TrainConfig, train
+from .._checks import as_numpy, check_non_negative_int, check_positive_int, check_tensor
+from ..layers import Encoder
+from ..model import Embeddings, init_weights
+from ..training import TrainConfig, train
 
 
 def convex_hull(points: torch.Tensor) -> torch.Tensor:

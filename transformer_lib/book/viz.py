@@ -8,7 +8,7 @@ from typing import Sequence
 import matplotlib as mpl
 import numpy as np
 
-from ._checks import as_numpy
+from .._checks import as_numpy
 
 #: Colour maps that stay readable for colour-blind readers and in grey scale.
 SEQUENTIAL_CMAP = "viridis"

@@ -1,0 +1,34 @@
+"""The book's teaching aids: what the chapters need and a reader who lifts the model code out
+does not. Everything here imports the library (`transformer_lib`); nothing in the library
+imports this package.
+
+- `setup`: the one call of every chapter's setup cell (seeds, threads, device, figure style)
+- `viz`: plotting defaults and heat maps (attention weights, matrices, similarities);
+  `plot_attention` draws one attention map
+- `shapes`: pictures of tensors as blocks of their shapes (chapters 3-5)
+- `diagrams`: the model map ("you are here") and box-and-arrow figures
+- `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
+  experiment, drawings of rotations and masks)
+- `explorer`: `AttentionExplorer`, the interactive attention-map widget (imported on first
+  use: it needs anywidget); `explorer_state` writes and reads its saved state
+- `bughunt`: planted bugs and the checks that catch them (chapter 15)
+- `claims`: `claim`, a measured value held against the bound the prose rests on (run-dependent
+  cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
+- `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
+"""
+from .setup import setup
+from .claims import claim, seed
+from .viz import plot_attention
+from . import asides, bughunt, claims, diagrams, exercises, shapes, viz  # noqa: E402
+
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "asides", "bughunt", "claims",
+           "diagrams", "exercises", "shapes", "viz"]
+
+
+def __getattr__(name: str):
+    # The explorer needs anywidget and ipywidgets: import them only when it is first used.
+    if name == "AttentionExplorer":
+        from .explorer import AttentionExplorer
+
+        return AttentionExplorer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

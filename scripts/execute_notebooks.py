@@ -38,9 +38,25 @@ def encode_slashes(svg: str) -> str:
     return PNG_DATA_URL.sub(lambda m: m[1] + m[2].replace("/", "%2F"), svg)
 
 
+def merge_streams(outputs: list) -> list:
+    """Consecutive outputs of one stream (stdout, stderr) as one output: a cell's printed text is
+    one box on the site, however the kernel happened to flush it. Nothing is reordered."""
+    merged: list = []
+    for out in outputs:
+        if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                and merged[-1].get("name") == out.get("name")):
+            merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
+
+
 def tidy_outputs(nb: nbformat.NotebookNode) -> None:
-    """Apply `encode_slashes` to every SVG output of the notebook, in place."""
+    """Merge each cell's consecutive stream outputs (`merge_streams`) and apply `encode_slashes`
+    to every SVG output of the notebook, in place."""
     for cell in nb.cells:
+        if "outputs" in cell:
+            cell["outputs"] = merge_streams(cell["outputs"])
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             if "image/svg+xml" in data:

@@ -152,5 +152,4 @@ def check_torch_decoder_masks(fn) -> str:
     assert torch.allclose(theirs[real], book[real], atol=1e-5), (
         "Not yet: nn.TransformerDecoderLayer with these masks differs from tl.DecoderLayer "
         "with the book's masks")
-    return ("Correct: nn.TransformerDecoderLayer with your masks equals tl.DecoderLayer with "
-            "the book's.")
+    return "Correct: PyTorch's decoder layer with your masks equals tl.DecoderLayer."

@@ -48,6 +48,8 @@ def check_cross_attention_weights(fn) -> str:
         attn.record_weights = False
         try:
             got = fn(attn, queries_from, mem, mask)
+        except NotImplementedError:  # the exercise's stub: the notebook says what to do
+            raise
         except RuntimeError as error:
             raise AssertionError(
                 "Not yet: your function raised RuntimeError "
@@ -161,5 +163,5 @@ def check_memory_cache(cache_fn, attend_fn) -> str:
     assert len(projections) == made, (
         f"Not yet: the decoding steps ran the key and value projections "
         f"{len(projections) - made} more times; use the cached K and V")
-    return (f"Correct: every step reuses the cache; the key and value projections ran "
-            f"{made} times, once per layer each, instead of {2 * n_layers * len(steps)}.")
+    return (f"Correct: the key and value projections ran {made} times (once per layer "
+            f"each), not {2 * n_layers * len(steps)}.")

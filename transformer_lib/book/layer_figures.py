@@ -80,9 +80,9 @@ def encoder_layer_figure():
 def mask_figure(tokens: Sequence[str], pad: str = "<pad>"):
     """Chapter 8: the padding mask, the causal mask and their AND (the target mask) of one
     right-padded sentence, queries down the side and keys along the top; blue = may attend."""
-    tokens = list(tokens)
-    if not tokens or not all(isinstance(t, str) for t in tokens):
+    if isinstance(tokens, str) or not all(isinstance(t, str) for t in tokens) or not tokens:
         raise ValueError(f"tokens must be a non-empty list of strings, got {tokens!r}")
+    tokens = list(tokens)
     n = len(tokens)
     real = torch.tensor([t != pad for t in tokens])
     padding = real[None, :].expand(n, n)  # the same row of allowed keys for every query

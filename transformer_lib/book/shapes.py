@@ -202,7 +202,7 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
         n_rows, n_cols = shapes[name]
         h, wd = _size(n_rows), _size(n_cols)
         if name in ("scores", "A"):  # the (T, T) maps: room for numbers in their cells
-            h, wd = max(h, 0.8 * n_rows), max(wd, 0.8 * n_cols)
+            h, wd = max(h, 1.3 * n_rows), max(wd, 1.3 * n_cols)
         ax.add_patch(Rectangle((x, y - h / 2), wd, h, fc=colour, ec="black", alpha=0.85))
         for r in range(1, n_rows if n_rows <= 8 else 1):
             ax.plot([x, x + wd], [y + h / 2 - r * h / n_rows] * 2, color="black", lw=0.6)
@@ -213,22 +213,22 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
             for r in range(n_rows):
                 for c in range(n_cols):
                     ax.text(x + (c + 0.5) * wd / n_cols, y + h / 2 - (r + 0.5) * h / n_rows,
-                            f"{cells[r, c]:.2f}", ha="center", va="center", fontsize=8,
+                            f"{cells[r, c]:.2f}", ha="center", va="center", fontsize=10.5,
                             color=text_colour(colour))
         elif rows is not None and n_rows <= 8:
             for r, label in enumerate(rows):
                 ax.text(x + wd / 2, y + h / 2 - (r + 0.5) * h / n_rows, label, ha="center",
-                        va="center", fontsize=9, color=text_colour(colour))
+                        va="center", fontsize=10, color=text_colour(colour))
         shown = {"scores": "$QK^\\top/\\sqrt{d_k}$"}.get(name, f"${name}$")
         ax.text(x + wd / 2, y - h / 2 - 0.12, f"{shown}\n{shapes[name]}", ha="center", va="top",
-                fontsize=9)
+                fontsize=11)
         return x, x + wd, y + h / 2, y - h / 2
 
     def link(start, end, label=None, at=0.5, dy=0.0):
         ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="#444444", lw=1.2))
         if label:
             mx, my = start[0] + at * (end[0] - start[0]), start[1] + at * (end[1] - start[1])
-            ax.text(mx, my + dy, label, ha="center", va="center", fontsize=9,
+            ax.text(mx, my + dy, label, ha="center", va="center", fontsize=11,
                     bbox=dict(facecolor="white", edgecolor="none", pad=1.5))
 
     colours = dict(zip(["X", "Q", "K", "V", "scores", "A", "Z"], BLOCK_COLOURS))
@@ -248,9 +248,9 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
     S = block("scores", xs, ys, colours["scores"])
     link((Qb[1] + 0.05, spread), (S[0] - 0.05, ys + 0.1))
     link((Kb[1] + 0.05, 0.0), (S[0] - 0.05, ys - 0.1), "$K^\\top$")
-    xa = S[1] + gap - 0.6
+    xa = S[1] + gap + 0.3
     A = block("A", xa, ys, colours["A"], cells=w)
-    link((S[1] + 0.05, ys), (A[0] - 0.05, ys), "softmax\n(each row)", dy=0.75)
+    link((S[1] + 0.05, ys), (A[0] - 0.05, ys), "softmax\n(each row)", dy=0.95)
     xz = A[1] + gap - 0.6
     yz = -spread / 2
     Z = block("Z", xz, yz, colours["Z"], rows=[f"$z_{{{i + 1}}}$" for i in range(T)])

@@ -25,7 +25,8 @@ import test_site as site_pages  # the shared page opener: console errors, failed
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
-EXPLORER_ID = "transformer_lib.book.explorer.AttentionExplorer"
+# today's id, and the one in notebooks executed before transformer_lib.book existed
+EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer", "transformer_lib.explorer.AttentionExplorer")
 STATE_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
 VIEW_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S)
 # At most this many layers and heads of each kind are clicked through (the first and the last).
@@ -49,7 +50,7 @@ def explorer_pages() -> dict[str, list[dict]]:
         for v in VIEW_SCRIPT.findall(text):
             model_id = json.loads(html.unescape(v))["model_id"]
             model = state.get(model_id, {}).get("state", {})
-            if model.get("_anywidget_id") == EXPLORER_ID:
+            if model.get("_anywidget_id") in EXPLORER_IDS:
                 views.append({"model_id": model_id, **model})
         if views:
             pages[path.relative_to(SITE).as_posix()] = views

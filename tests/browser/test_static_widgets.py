@@ -74,13 +74,19 @@ def test_browser_models_reach_explorers_only(tmp_path):
     assert browser["tokens"] == m["src_tokens"] and browser["kind"] == "encoder-decoder"
     model_bytes = sum(f["bytes"] for f in m["files"].values())
     assert browser["bytes"] == model_bytes + (explorer_browser.MODELS_DIR / "transformer_dates.json").stat().st_size + files
-    assert "3,652 test dates" in browser["about"] and "ONNX" in browser["about"]
+    assert "3,652 of the 3,652 test dates" in browser["about"] and "ONNX" in browser["about"]
     state = {"state": {"a": anywidget(EXPLORER), "c": anywidget("other.Widget")}}
     light = static_widgets.lighten_state(state, tmp_path, lambda name, resource: "../" + name, browser)
     assert light["state"]["a"]["state"]["_browser"] == browser
     assert "_browser" not in light["state"]["c"]["state"]
     plain = static_widgets.lighten_state(state, tmp_path, lambda name, resource: "../" + name)
     assert "_browser" not in plain["state"]["a"]["state"]
+    # a notebook executed before transformer_lib.book existed names the explorer by its old id
+    old = {"state": {"a": anywidget("transformer_lib.explorer.AttentionExplorer", esm="old saved copy")}}
+    light = static_widgets.lighten_state(old, tmp_path, lambda name, resource: "../" + name, browser)
+    assert light["state"]["a"]["state"]["_browser"] == browser
+    served = tmp_path / light["state"]["a"]["state"]["_esm_url"].removeprefix("../")
+    assert served.read_text() == (ROOT / "transformer_lib" / "book" / "static" / "explorer.js").read_text()
 
 
 def test_missing_model_is_a_clear_error():

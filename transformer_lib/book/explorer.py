@@ -13,7 +13,11 @@ self-attention, cross-attention), the layer, and one head or the mean of all hea
 Everything is drawn by the widget's own JavaScript (`static/explorer.js`) from the data in the
 widget's state, so the explorer keeps working without a kernel: on the static website (from the
 widget state saved in the notebook) and in a notebook opened without running it. With a kernel,
-`on_text` adds a text box that runs the model on the reader's own input.
+`on_text` adds a text box that runs the model on the reader's own input. On the book's website,
+where the site ships the model an explorer shows (chapters 12 and 14: book/_ext/static_widgets.py
+adds `_browser` to the saved state), the same text box runs that model in the reader's browser
+instead, exported to ONNX and run by onnxruntime-web (`explorer_browser`): one view, two ways
+to compute its data.
 
 Two ways in:
 

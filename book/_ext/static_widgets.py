@@ -3,7 +3,7 @@
 1. Widgets. myst-nb puts a notebook's saved widget state into its page and loads what
    `nb_ipywidgets_js` lists (_config.yml): require.js and the Jupyter widgets HTML manager,
    embed-amd.js, 3.6 MB (0.9 MB compressed), the heaviest file of the site. Every anywidget
-   model also carries its own copy of its front end (`_esm`, `_css`: 25 kB per attention
+   model also carries its own copy of its front end (`_esm`, `_css`: 34 kB per attention
    explorer) in that state. On a page whose saved models are all ones that
    static/widget-loader.js draws (anywidget models; the HBox, HTML, Label and progress bar a
    tqdm progress bar is made of; layouts and styles), this extension, as the page is written:

@@ -32,7 +32,8 @@ rounded to `decimals` (3) places, each matrix row as one string of numbers (".25
 key positions, `max_layers` (6) layers and `max_heads` (8) heads per kind; anything beyond is
 left out and the widget says so. The mean of the heads is always the mean of all of them. The weights of a run of 20 tokens with 2 layers of 4 heads of
 each of the three kinds take about 55 kB of notebook; every explorer also carries its own
-JavaScript and CSS (about 25 kB), which is what lets it work without installing anything.
+JavaScript and CSS (about 34 kB), which is what lets it work without installing anything (the
+book's website serves them once, as files).
 """
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ function render({ model, el }) {
   const runButton = h("button", { type: "submit", text: "Run" });
   const form = h("form", { class: "tlx-input", hidden: true }, textBox, runButton, status);
   const liveNote = h("p", { class: "tlx-live-note", hidden: true }); // where the browser's model comes from
-  const answerLine = h("p", { class: "tlx-answer", hidden: true });
+  const answerLine = h("p", { class: "tlx-answer", hidden: true, "aria-live": "polite" });
   const caption = h("p", { class: "tlx-caption", id: `${uid}-caption` });
   const table = h("table", { class: "tlx-heat", role: "grid", "aria-labelledby": `${uid}-caption` });
   const heatPanel = h("div", { class: "tlx-panel tlx-heat-panel" },

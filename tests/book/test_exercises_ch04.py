@@ -37,6 +37,9 @@ class Head(nn.Module):
             self.W_K.weight = self.W_Q.weight
         elif tied and self.tie == "alias":
             self.W_K = self.W_Q
+        elif tied and self.tie == "fresh W_K":  # keys from a W_K of its own: not tied at all
+            self.W_K = nn.Linear(d_model, d_k, bias=False)
+        self.tied = tied
 
     def forward(self, x, mask=None):
         q, v = self.W_Q(x), self.W_V(x)
@@ -44,11 +47,17 @@ class Head(nn.Module):
         divide = {"d_k": math.sqrt(q.shape[-1]), "none": 1.0, "d_model": math.sqrt(self.d_model),
                   "d_k itself": q.shape[-1]}[self.scale]
         scores = q @ k.transpose(-2, -1) / divide
+        if self.tied and self.tie == "ignores the mask":
+            mask = None
         if mask is not None and self.mask_mode == "right":
             scores = scores.masked_fill(~mask, float("-inf"))
+        elif mask is not None and self.mask_mode == "-1e9":  # right too: exp(-1e9) is 0
+            scores = scores.masked_fill(~mask, -1e9)
         elif mask is not None and self.mask_mode == "inverted":
             scores = scores.masked_fill(mask, float("-inf"))
         weights = scores.softmax(dim=self.softmax_dim)
+        if mask is not None and self.mask_mode == "multiplied after the softmax":
+            weights = weights * mask
         return weights @ v, weights
 
 
@@ -65,6 +74,10 @@ def test_other_ways_to_tie_pass(tie):
     assert ch04.check_attention_head(variant(tie=tie)).startswith("Correct")
 
 
+def test_a_large_negative_fill_passes():
+    assert ch04.check_attention_head(variant(mask_mode="-1e9")).startswith("Correct")
+
+
 class FusedHead(Head):
     """Another right answer: PyTorch's fused attention, returning the weights as a list."""
 
@@ -78,6 +91,44 @@ class FusedHead(Head):
         return [out, scores.softmax(-1)]
 
 
+class UnusedWK(Head):
+    """Another right answer: W_K is always made, and the tied mode never reads it."""
+
+    def __init__(self, d_model, d_k, d_v, tied=False):
+        super().__init__(d_model, d_k, d_v, tied=False)
+        self.tied = tied
+
+    def forward(self, x, mask=None):
+        q, v = self.W_Q(x), self.W_V(x)
+        k = q if self.tied else self.W_K(x)
+        scores = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(-1)
+        return weights @ v, weights
+
+
+def test_a_tied_head_that_keeps_an_unused_W_K_passes():
+    assert ch04.check_attention_head(UnusedWK).startswith("Correct")
+
+
+class RenormalisedHead(Head):
+    """Another right answer: mask after the softmax, then divide each row by its sum."""
+
+    def forward(self, x, mask=None):
+        q, v = self.W_Q(x), self.W_V(x)
+        k = q if self.W_K is None else self.W_K(x)
+        weights = (q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(-1)
+        if mask is not None:
+            weights = weights * mask
+            weights = weights / weights.sum(-1, keepdim=True)
+        return weights @ v, weights
+
+
+def test_a_head_that_renormalises_after_masking_passes():
+    assert ch04.check_attention_head(RenormalisedHead).startswith("Correct")
+
+
 def test_a_fused_head_returning_a_list_passes():
     assert ch04.check_attention_head(FusedHead).startswith("Correct")
 
@@ -89,7 +140,10 @@ def test_a_fused_head_returning_a_list_passes():
     (dict(mask_mode="inverted"), "wrong way round"),
     (dict(mask_mode="ignored"), "the mask is ignored"),
     (dict(softmax_dim=-2), "over the keys, the last axis"),
-    (dict(tie="copy"), "a W_K of its own would drift from W_Q"),
+    (dict(tie="copy"), "a copy of W_Q made once is not tied"),
+    (dict(tie="fresh W_K"), "with tied=True without a mask: the scores should be Q Q^T"),
+    (dict(tie="ignores the mask"), "with tied=True with the mask: the mask is ignored"),
+    (dict(mask_mode="multiplied after the softmax"), "a row no longer sums to 1"),
 ])
 def test_wrong_heads_fail_and_say_why(planted, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
@@ -127,6 +181,10 @@ def backward(q, K, V, dz, mistake=None):
         ds = w * dw
     elif mistake == "diagonal Jacobian":
         ds = w * (1 - w) * dw
+    elif mistake == "uniform mean":  # dw.mean() instead of the weighted w . dw
+        ds = w * (dw - dw.mean())
+    elif mistake == "sign flipped":
+        ds = -ds
     if mistake == "no 1/sqrt(d_k)":
         scale = 1.0
     dq, dK = K.T @ ds / scale, ds[:, None] * q[None, :] / scale
@@ -157,6 +215,8 @@ def test_the_full_jacobian_returned_as_a_list_passes():
     ("no w . dw term", "the term w . dw is missing"),
     ("diagonal Jacobian", "off-diagonal terms"),
     ("dV transposed", "dV should have the shape"),
+    ("uniform mean", "not the plain mean of dw"),
+    ("sign flipped", "the sign is flipped"),
 ])
 def test_wrong_backward_passes_fail_and_say_why(mistake, message):
     with pytest.raises(AssertionError, match=re.escape(message)):

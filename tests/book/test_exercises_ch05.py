@@ -32,6 +32,8 @@ def test_the_reference_split_and_merge_pass():
     (lambda x, h: x.unflatten(-1, (h, x.shape[-1] // h)).permute(0, 2, 1, 3),
      lambda x: x.permute(0, 2, 1, 3).contiguous().view(x.shape[0], x.shape[2], -1)),
     (split, lambda x: torch.cat(x.unbind(1), dim=-1)),
+    (lambda x, h: torch.stack(x.chunk(h, dim=-1), dim=1), merge),  # the reader's probes
+    (lambda x, h: split(x.double(), h), merge),
 ])
 def test_other_right_answers_pass(other_split, other_merge):
     assert ch05.check_heads(other_split, other_merge).startswith("Correct")
@@ -49,6 +51,8 @@ def merge_with_view(x):  # the review's finding: passes on split's output, fails
     (lambda x, h: x.view(*x.shape[:2], -1, h).permute(0, 3, 1, 2), merge,
      "head i must hold features 4i .. 4i+3"),
     (lambda x, h: x, merge, "should give (B, h, T, d_k) = (2, 3, 5, 4)"),
+    (split, lambda x: x.permute(0, 2, 3, 1).reshape(x.shape[0], x.shape[2], -1),
+     "is not the concatenation of the heads, token by token"),  # interleaves the heads
 ])
 def test_wrong_answers_fail_and_say_why(wrong_split, wrong_merge, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
@@ -68,7 +72,10 @@ def multi_query(x, W_Q, W_K, W_V, W_O, n_heads, mistake=None):
     Q = split(x @ W_Q, n_heads)
     K, V = (x @ W_K)[:, None], (x @ W_V)[:, None]
     scale = math.sqrt(x.shape[-1] if mistake == "sqrt(d_model)" else Q.shape[-1])
-    weights = (Q @ K.transpose(-2, -1) / scale).softmax(dim=-1)
+    if mistake == "no scale":
+        scale = 1.0
+    weights = (Q @ K.transpose(-2, -1) / scale).softmax(dim=-2 if mistake == "softmax over queries"
+                                                         else -1)
     out = merge(weights @ V)
     if mistake != "no W_O":
         out = out @ W_O
@@ -96,8 +103,21 @@ def test_an_expanded_float64_answer_passes():
     assert ch05.check_multi_query(multi_query_expanded_float64).startswith("Correct")
 
 
+def multi_query_einsum(x, W_Q, W_K, W_V, W_O, n_heads):
+    """Another right answer: no head axis for the keys at all, einsum over the shared head."""
+    Q, K, V = split(x @ W_Q, n_heads), x @ W_K, x @ W_V
+    weights = torch.einsum("bhtd,bsd->bhts", Q, K).div(math.sqrt(Q.shape[-1])).softmax(-1)
+    return merge(torch.einsum("bhts,bsd->bhtd", weights, V)) @ W_O, weights
+
+
+def test_an_einsum_answer_passes():
+    assert ch05.check_multi_query(multi_query_einsum).startswith("Correct")
+
+
 @pytest.mark.parametrize("mistake, message", [
     ("sqrt(d_model)", "not by sqrt(d_model)"),
+    ("no scale", "divide the scores by sqrt(d_k) = sqrt(4) before the softmax"),
+    ("softmax over queries", "take the softmax over the keys, the last axis"),
     ("no W_O", "multiply the concatenated heads by W_O"),
     ("mean of the heads", "not their mean"),
 ])

@@ -10,6 +10,7 @@ import torch
 
 import transformer_lib as tl
 from transformer_lib.book.exercises import ch06
+from transformer_lib.positional import rotation_for_offset
 
 
 # --- exercise 1: rotary embeddings ----------------------------------------------------------
@@ -22,6 +23,8 @@ def rotate(x, dtype=None, mistake=None):
         exponent = torch.arange(d // 2, dtype=dtype) / d
     omega = 10000 ** (-exponent)
     angle = torch.arange(T, dtype=dtype)[:, None] * omega
+    if mistake == "from 1":
+        angle = torch.arange(1, T + 1, dtype=dtype)[:, None] * omega
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     if mistake == "clockwise":
         sin = -sin
@@ -66,10 +69,54 @@ def test_complex_numbers_and_float32_output_pass():
     ("no factor 2", "the exponent has the factor 2"),
     ("half pairs", "paired channel i with channel i + d/2"),
     ("in place", "already rotated even channels"),
+    ("from 1", "positions count from 0"),
 ])
 def test_wrong_rotations_fail_and_say_why(mistake, message):
     with pytest.raises(AssertionError, match=re.escape(message)):
         ch06.check_rotate(lambda x: rotate(x, mistake=mistake))
+
+
+def test_two_by_two_rotations_for_every_pair_at_once_pass():
+    """Another right answer: a (T, d/2, 2, 2) stack of small rotations, one einsum."""
+    def by_blocks(x):
+        T, d = x.shape
+        omega = 10000 ** (-torch.arange(0, d, 2, dtype=x.dtype) / d)
+        angle = torch.arange(T, dtype=x.dtype)[:, None] * omega
+        cos, sin = angle.cos(), angle.sin()
+        R = torch.stack([torch.stack([cos, -sin], -1), torch.stack([sin, cos], -1)], -2)
+        return torch.einsum("tpij,tpj->tpi", R, x.view(T, d // 2, 2)).reshape(T, d)
+    assert ch06.check_rotate(by_blocks).startswith("Correct")
+
+
+def test_a_loop_over_channel_pairs_passes():
+    def pair_by_pair(x):
+        T, d = x.shape
+        out, pos = torch.empty_like(x), torch.arange(T, dtype=x.dtype)
+        for i in range(d // 2):
+            angle = pos * 10000 ** (-2 * i / d)
+            a, b = x[:, 2 * i], x[:, 2 * i + 1]
+            out[:, 2 * i], out[:, 2 * i + 1] = a * angle.cos() - b * angle.sin(), \
+                a * angle.sin() + b * angle.cos()
+        return out
+    assert ch06.check_rotate(pair_by_pair).startswith("Correct")
+
+
+def test_a_d_by_d_matrix_per_position_fails():
+    """The reader's probe: right numbers, but the matrix the exercise asks to do without."""
+    def by_matrix(x):
+        T, d = x.shape
+        return torch.stack([rotation_for_offset(p, d, dtype=x.dtype).T @ x[p]
+                            for p in range(T)])
+    with pytest.raises(AssertionError, match=r"a tensor of shape \(64, 64\), a 64 x 64 matrix"):
+        ch06.check_rotate(by_matrix)
+
+
+def test_a_loop_over_positions_fails():
+    def row_by_row(x):
+        T, d = x.shape
+        return torch.stack([rotate(x[p:p + 1].expand(p + 1, d))[-1] for p in range(T)])
+    with pytest.raises(AssertionError, match="a loop over positions"):
+        ch06.check_rotate(row_by_row)
 
 
 def test_an_unrotated_input_and_a_wrong_shape_fail():

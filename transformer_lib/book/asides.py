@@ -159,6 +159,45 @@ def draw_offset_turns(ax, omega: float, starts: Sequence[int], offset: int, n_po
     return ax
 
 
+def plot_offset_turns(d_model: int, pairs: Sequence[int], starts: Sequence[int], offset: int,
+                      n_positions: int = 20, limits=None, label_positions=None, figsize=(8.4, 4.6)):
+    """`draw_offset_turns` for several channel pairs of the sinusoidal encoding side by side
+    (chapter 6), pair i at its frequency 10000^(-2i/d_model), each panel titled with that
+    frequency and its axes named by the pair's two channels.
+
+    limits: one ((x0, x1), (y0, y1)) per pair, or None for the whole circle; a panel whose
+    limits are not the whole circle is titled "zoomed in". label_positions: one sequence of
+    positions to number per pair (all positions by default). Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    check_positive_int("d_model", d_model)
+    whole = ((-1.5, 1.5), (-1.5, 1.5))
+    limits = list(limits) if limits is not None else [whole] * len(pairs)
+    label_positions = (list(label_positions) if label_positions is not None
+                       else [range(n_positions)] * len(pairs))
+    if not pairs or len(limits) != len(pairs) or len(label_positions) != len(pairs):
+        raise ValueError(f"give one limits and one label_positions entry per pair ({len(pairs)}), got "
+                         f"{len(limits)} and {len(label_positions)}")
+    for i in pairs:
+        if not 0 <= i < d_model // 2:
+            raise ValueError(f"pairs must lie in 0 .. d_model/2 - 1 = {d_model // 2 - 1}, got {i}")
+    fig, axes = plt.subplots(1, len(pairs), figsize=figsize, squeeze=False)
+    for ax, i, lim, labels in zip(axes[0], pairs, limits, label_positions):
+        omega = 1 / 10000 ** (2 * i / d_model)
+        draw_offset_turns(ax, omega, starts=starts, offset=offset, n_positions=n_positions,
+                          limits=lim, label_positions=labels)
+        zoom = " (zoomed in)" if tuple(map(tuple, lim)) != whole else ""
+        ax.set(title=f"pair {i}: $\\omega$ = {omega:.3f} per step" + zoom,
+               xlabel=f"channel {2 * i}: sin($\\omega\\, pos$)",
+               ylabel=f"channel {2 * i + 1}: cos($\\omega\\, pos$)")
+    shown = " and ".join(str(p) for p in starts)
+    fig.suptitle(f"positions 0 to {n_positions - 1}; shaded: the turn for the offset k = {offset} "
+                 f"from positions {shown}")
+    fig.tight_layout()
+    return fig
+
+
 def draw_mask(ax, mask: torch.Tensor, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str):
     """A boolean (T, S) mask as a grid: blue where a query may attend to a key, white where blocked."""
     from matplotlib.colors import ListedColormap

@@ -312,3 +312,109 @@ def plot_similarity(similarity, labels: Sequence[str], group_size: int | None = 
     if colorbar_label:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
     return ax
+
+
+# --- Chapters 4 to 6: the scaling study, rows of weights, the positional table -----------------
+
+
+def plot_scaling_panels(widths: Sequence[int], panels, ncols: int = 2, figsize=(7.6, 5.8)):
+    """Small plots side by side, one per measurement against the width d_k on a log axis: the
+    unscaled run as circles, the scaled one as squares (chapter 4's four steps).
+
+    widths: the widths d_k, the x axis, each labelled. panels: a sequence of mappings, each with
+    `values` ({width: (unscaled, scaled)} with every width), `ylabel`, `title`, and optionally
+    `log` (a log y axis) and `ylim`. The first panel carries the legend. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    widths = list(widths)
+    if not widths or not panels:
+        raise ValueError("widths and panels must be non-empty")
+    for n, panel in enumerate(panels):
+        missing = [w for w in widths if w not in panel["values"]]
+        if missing:
+            raise ValueError(f"panels[{n}]['values'] has no (unscaled, scaled) pair for the widths {missing}")
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, squeeze=False)
+    for ax, panel in zip(axes.ravel(), panels):
+        values = panel["values"]
+        ax.plot(widths, [values[w][0] for w in widths], "o-", label="unscaled")
+        ax.plot(widths, [values[w][1] for w in widths], "s-", label="scaled")
+        ax.set(xscale="log", xlabel="$d_k$", ylabel=panel["ylabel"], title=panel["title"])
+        ax.set_xticks(widths, labels=widths, minor=False)
+        ax.minorticks_off()
+        if panel.get("log"):
+            ax.set_yscale("log")
+        if panel.get("ylim") is not None:
+            ax.set_ylim(*panel["ylim"])
+    for ax in axes.ravel()[len(panels):]:
+        ax.set_visible(False)
+    axes[0, 0].legend(fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_weight_rows(rows, tokens: Sequence[str], ylabel: str = "weight",
+                     xlabel: str = "key (attended to)", figsize=None):
+    """One query's attention weights as bars over the keys, one panel per row, side by side on
+    one scale from 0 to 1 (chapter 5: one head per target, or one head for both).
+
+    rows: a mapping from a panel title to len(tokens) weights. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        raise ValueError("rows must be a non-empty mapping from a title to weights")
+    arrays = {title: as_numpy(f"rows[{title!r}]", w, lists=True) for title, w in rows.items()}
+    for title, w in arrays.items():
+        if w.shape != (len(tokens),):
+            raise ValueError(f"rows[{title!r}] must hold one weight per token ({len(tokens)}), got shape {w.shape}")
+    fig, axes = plt.subplots(1, len(arrays), figsize=figsize or (3 * len(arrays), 3.2), sharey=True,
+                             squeeze=False)
+    for ax, (title, w) in zip(axes[0], arrays.items()):
+        ax.bar(range(len(tokens)), w, color="#0072B2")
+        ax.set_xticks(range(len(tokens)), labels=tokens, rotation=60, ha="right")
+        ax.set(title=title, xlabel=xlabel, ylim=(0, 1))
+    axes[0, 0].set_ylabel(ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def plot_positional_table(table, title: str | None = None, xlabel: str = "channel (even: sin, odd: cos)",
+                          figsize=(9, 4.5)):
+    """A positional-encoding table as a heat map, positions down and channels across, on the
+    fixed scale -1 to 1 with a colour bar. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    t = as_numpy("table", table, lists=True)
+    if t.ndim != 2:
+        raise ValueError(f"table must be 2-D (n_positions, d_model), got shape {t.shape}")
+    fig, ax = plt.subplots(figsize=figsize)
+    im = ax.imshow(t, cmap=SEQUENTIAL_CMAP, aspect="auto", vmin=-1, vmax=1, interpolation="nearest")
+    ax.set(xlabel=xlabel, ylabel="position", title=title)
+    fig.colorbar(im, ax=ax, label="value")
+    fig.tight_layout()
+    return fig
+
+
+def plot_offset_dot_products(gram, offsets, by_offset, figsize=(8.6, 3.6)):
+    """Dot products of position vectors two ways: left, the (n, n) matrix of p_p . p_q as a
+    heat map; right, the same function against the offset k = q - p as a curve.
+
+    gram: (n, n). offsets, by_offset: the curve's x and y values, of equal length. Returns
+    the Figure."""
+    import matplotlib.pyplot as plt
+
+    g = as_numpy("gram", gram, lists=True)
+    k, f = as_numpy("offsets", offsets, lists=True), as_numpy("by_offset", by_offset, lists=True)
+    if g.ndim != 2 or g.shape[0] != g.shape[1]:
+        raise ValueError(f"gram must be a square (n, n) matrix, got shape {g.shape}")
+    if k.ndim != 1 or k.shape != f.shape:
+        raise ValueError(f"offsets and by_offset must be 1-D of equal length, got {k.shape} and {f.shape}")
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=figsize)
+    im = ax_l.imshow(g, cmap=SEQUENTIAL_CMAP, interpolation="nearest")
+    ax_l.set(xlabel="position q", ylabel="position p", title=f"$p_p \\cdot p_q$ for {len(g)} positions")
+    fig.colorbar(im, ax=ax_l, label="dot product")
+    ax_r.plot(k, f, color="#0072B2")
+    ax_r.set(xlabel="offset k = q - p", ylabel="$p_p \\cdot p_{p+k}$", title="the same numbers, by offset")
+    fig.tight_layout()
+    return fig

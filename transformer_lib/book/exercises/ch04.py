@@ -55,6 +55,10 @@ def _weights_hint(weights, q, k, mask, d_model):
             (soft(raw / math.sqrt(d_k), m=~mask), "the mask is the wrong way round: True means the "
                                                   "query MAY look at the key; fill the scores "
                                                   "where the mask is False"),
+            (soft(raw / math.sqrt(d_k), m=None) * mask, "the weights were multiplied by the mask "
+                                                        "after the softmax, so a row no longer "
+                                                        "sums to 1: give blocked keys the score "
+                                                        "-inf before the softmax"),
         ]
     for expected, hint in candidates:
         if expected.shape == weights.shape and torch.allclose(weights, expected, equal_nan=True):
@@ -65,8 +69,9 @@ def _weights_hint(weights, q, k, mask, d_model):
 def check_attention_head(cls) -> str:
     """Check `cls(d_model, d_k, d_v, tied=False)`, an nn.Module with W_Q, W_K, W_V (bias-free
     nn.Linear layers) whose forward(x, mask=None) returns (output (B, T, d_v), weights (B, T, T))
-    of equation (1); with tied=True its keys are made with W_Q (no W_K of its own, or one that
-    shares W_Q's weight)."""
+    of equation (1); with tied=True its keys are made with W_Q (checked by behaviour: after a
+    change to W_Q, and to W_K if the head keeps one of its own, the tied scores are still
+    Q Q^T / sqrt(d_k), with and without a mask)."""
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(2, 5, 24, dtype=torch.float64, generator=gen)
     mask = torch.ones(2, 5, 5, dtype=torch.bool)
@@ -102,21 +107,31 @@ def check_attention_head(cls) -> str:
                               mha(x, x, x, mask[:, None])):
             _fail("with d_model = d_k = d_v = 24 your head differs from tl.MultiHeadAttention(24, 1)")
         tied = cls(24, 6, 7, tied=True).double()
-        W_K = getattr(tied, "W_K", None)
-        shares = W_K is None or W_K is tied.W_Q or (
-            isinstance(W_K, nn.Linear) and W_K.weight is tied.W_Q.weight)
-        if not shares:
-            _fail("with tied=True the keys must use W_Q itself: leave W_K out (or None), or share "
-                  "W_Q's weight; a W_K of its own would drift from W_Q in training")
+        W_K = getattr(tied, "W_K", None)  # unused, absent, W_Q itself, or sharing its weight
+        own_W_K = (isinstance(W_K, nn.Linear) and W_K is not tied.W_Q
+                   and W_K.weight is not tied.W_Q.weight)
         for attempt in range(2):
             q = tied.W_Q(x)
-            out, weights = _as_pair(tied(x), "forward(x) with tied=True")
-            expected, expected_w = scaled_dot_product_attention(q, q, tied.W_V(x))
-            if not (torch.allclose(weights, expected_w) and torch.allclose(out, expected)):
-                after = " after a change to W_Q" if attempt else ""
-                _fail(f"with tied=True the scores should be Q Q^T / sqrt(d_k){after}")
+            for m in (None, mask):
+                what = "with the mask" if m is not None else "without a mask"
+                out, weights = _as_pair(tied(x, m), "forward(x, mask) with tied=True")
+                expected, expected_w = scaled_dot_product_attention(q, q, tied.W_V(x), m)
+                if tuple(weights.shape) == tuple(expected_w.shape) and torch.allclose(
+                        weights, expected_w) and torch.allclose(out, expected):
+                    continue
+                if attempt:
+                    _fail("with tied=True the keys must be made with W_Q itself: after a change "
+                          "to W_Q" + (" and to W_K" if own_W_K else "") + " your tied head no "
+                          "longer scores Q Q^T / sqrt(d_k) (a copy of W_Q made once is not tied: "
+                          "training would move the two apart)")
+                hint = _weights_hint(weights, q, q, m, 24)
+                _fail(f"with tied=True {what}: " + (hint or "the scores should be "
+                                                    "Q Q^T / sqrt(d_k), keys made with W_Q"))
+            # Keys must follow W_Q, and a W_K of its own, if the head keeps one, must play no part.
             tied.W_Q.weight.add_(torch.randn(tied.W_Q.weight.shape, dtype=torch.float64,
-                                             generator=gen))  # keys must follow W_Q
+                                             generator=gen))
+            if own_W_K:
+                W_K.weight.add_(torch.randn(W_K.weight.shape, dtype=torch.float64, generator=gen))
     return "Correct: your head matches the library, with and without a mask, and when tied."
 
 
@@ -126,7 +141,8 @@ def _backward_variants(q, K, V, dz):
     w = (K @ q / scale).softmax(dim=-1)
     dV = w[:, None] * dz[None, :]
     dw = V @ dz
-    ds = {"right": w * (dw - (w * dw).sum()), "no_mean": w * dw, "diagonal": w * (1 - w) * dw}
+    ds = {"right": w * (dw - (w * dw).sum()), "no_mean": w * dw, "diagonal": w * (1 - w) * dw,
+          "plain_mean": w * (dw - dw.mean()), "sign": w * ((w * dw).sum() - dw)}
     out = {name: (K.T @ s / scale, s[:, None] * q[None, :] / scale, dV) for name, s in ds.items()}
     s = ds["right"]
     out["no_scale"] = (K.T @ s, s[:, None] * q[None, :], dV)
@@ -137,6 +153,9 @@ _BACKWARD_HINTS = {
     "no_mean": "through the softmax the gradient is w * (dw - w . dw): the term w . dw is missing",
     "diagonal": "the softmax's Jacobian is diag(w) - w w^T: every weight depends on every score, "
                 "so keep the off-diagonal terms (ds = w * (dw - w . dw))",
+    "plain_mean": "the term subtracted is the weighted mean w . dw = sum_j w_j dw_j, not the "
+                  "plain mean of dw",
+    "sign": "the sign is flipped: ds = w * (dw - w . dw)",
     "no_scale": "each score is q . k_j / sqrt(d_k): the gradients of q and K carry the factor "
                 "1 / sqrt(d_k)",
 }

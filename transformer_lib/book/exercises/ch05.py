@@ -75,12 +75,12 @@ def check_heads(split, merge) -> str:
     return "Correct: your split and merge match the library, and merge undoes split."
 
 
-def _mqa_reference(x, W_Q, W_K, W_V, W_O, n_heads, scale=None, project=True):
+def _mqa_reference(x, W_Q, W_K, W_V, W_O, n_heads, scale=None, project=True, softmax_dim=-1):
     B, T, d_model = x.shape
     d_k = d_model // n_heads
     Q = (x @ W_Q).view(B, T, n_heads, d_k).transpose(1, 2)
     K, V = (x @ W_K)[:, None], (x @ W_V)[:, None]
-    weights = (Q @ K.transpose(-2, -1) / (scale or math.sqrt(d_k))).softmax(-1)
+    weights = (Q @ K.transpose(-2, -1) / (scale or math.sqrt(d_k))).softmax(softmax_dim)
     heads = (weights @ V).transpose(1, 2).reshape(B, T, d_model)
     return (heads @ W_O if project else heads), weights
 
@@ -115,10 +115,18 @@ def check_multi_query(fn) -> str:
             _fail(f"{where} the weights should have shape (B, h, T, T) = (2, {n_heads}, 5, 5), got "
                   f"{tuple(weights.shape)}")
         if not torch.allclose(weights, lib.last_weights, atol=1e-5):
-            wrong_scale = _mqa_reference(x, W_Q, W_K, W_V, W_O, n_heads, scale=math.sqrt(d_model))[1]
-            if n_heads > 1 and torch.allclose(weights, wrong_scale, atol=1e-5):
-                _fail(f"{where}: divide the scores by sqrt(d_k) = sqrt({d_k}), the width of one "
-                      f"head, not by sqrt(d_model)")
+            mistakes = [
+                (dict(scale=math.sqrt(d_model)), f"divide the scores by sqrt(d_k) = sqrt({d_k}), "
+                                                 "the width of one head, not by sqrt(d_model)"),
+                (dict(scale=1.0), f"divide the scores by sqrt(d_k) = sqrt({d_k}) before the "
+                                  "softmax"),
+                (dict(softmax_dim=-2), "take the softmax over the keys, the last axis: each "
+                                       "query's weights must sum to 1"),
+            ]
+            for planted, hint in mistakes:
+                wrong = _mqa_reference(x, W_Q, W_K, W_V, W_O, n_heads, **planted)[1]
+                if torch.allclose(weights, wrong, atol=1e-5):
+                    _fail(f"{where}: {hint}")
             _fail(f"{where} the weights differ from the library's: every query head scores "
                   "against the one shared key head")
         if tuple(out.shape) != tuple(x.shape):

@@ -11,6 +11,7 @@ a message that says what is wrong otherwise (tests/book/test_exercises_ch06.py).
 from __future__ import annotations
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from ...positional import RotaryEmbedding, sinusoidal_encoding
 
@@ -59,6 +60,41 @@ def _run(fn, x, what):
     return got.to(torch.float64)
 
 
+class _Watch(TorchFunctionMode):
+    """Counts the torch calls made inside it and notes any result whose last two axes are
+    (d, d): how the check sees a loop over positions and a d x d matrix without reading code."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.d, self.calls, self.square = d, 0, None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.calls += 1
+        if (self.square is None and isinstance(out, torch.Tensor) and out.dim() >= 2
+                and tuple(out.shape[-2:]) == (self.d, self.d)):
+            self.square = tuple(out.shape)
+        return out
+
+
+def _watch_rotate(fn, gen, d: int = 64) -> None:
+    """Run `fn` on (T, d) inputs for two lengths T: fail if it builds a d x d matrix, or if
+    its number of torch calls grows with T (a Python loop over positions)."""
+    calls = {}
+    for T in (12, 60):  # neither equals d, so a (T, d) table is never mistaken for (d, d)
+        x = torch.randn(T, d, dtype=torch.float64, generator=gen)
+        with _Watch(d) as watch:
+            _run(fn, x, "a batch of queries")
+        if watch.square is not None:
+            _fail(f"your function built a tensor of shape {watch.square}, a {d} x {d} matrix: "
+                  "use tables of cosines and sines, (T, d/2), and elementwise products")
+        calls[T] = watch.calls
+    if calls[60] - calls[12] >= 24:  # a loop over positions makes at least one call per position
+        _fail(f"your function makes {calls[12]} torch calls for 12 positions and {calls[60]} for "
+              "60: a loop over positions; compute all the angles at once, as a (T, d/2) table "
+              "of positions times frequencies")
+
+
 def _close(a, b) -> bool:
     return torch.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE)
 
@@ -85,6 +121,8 @@ def _rotary_variants(x):
     new_even = even * cos - odd * sin
     out["in place"] = torch.stack([new_even, new_even * sin + odd * cos], dim=-1).flatten(-2)
     out["unchanged"] = x.clone()
+    e, o = turn(even, odd, (pos + 1) * omega)
+    out["from 1"] = torch.stack([e, o], dim=-1).flatten(-2)
     return out
 
 
@@ -98,13 +136,15 @@ _ROTARY_HINTS = {
     "in place": "the odd channels used the already rotated even channels: compute both new "
                 "halves from the old values (write into a new tensor)",
     "unchanged": "the rows come back unchanged: turn each pair by the angle pos * omega_i",
+    "from 1": "positions count from 0: the first row is position 0 and stays as it is",
 }
 
 
 def check_rotate(fn) -> str:
     """Check `fn(x)`, x (T, d) -> (T, d), channel pair (2i, 2i+1) of row pos turned counter-
     clockwise by pos * 10000^(-2i/d), against `tl.RotaryEmbedding(d)`; then check that rotated
-    queries and keys give scores that depend only on the offset."""
+    queries and keys give scores that depend only on the offset, and that `fn` neither builds
+    a d x d matrix nor makes torch calls in proportion to the number of positions."""
     gen = torch.Generator().manual_seed(4)
     for T, d in [(6, 8), (60, 64)]:
         x = torch.randn(T, d, dtype=torch.float64, generator=gen)
@@ -121,8 +161,8 @@ def check_rotate(fn) -> str:
     scores = [(rq[m] @ rk[m + 3]).item() for m in (0, 7, 40)]
     if max(scores) - min(scores) > TOLERANCE * max(1.0, max(abs(s) for s in scores)):
         _fail("the scores at offset 3 should not depend on the position")
-    return (f"Correct: the scores at offset 3 are equal from any start ({scores[0]:.4f}); "
-            "no d x d matrix.")
+    _watch_rotate(fn, gen)
+    return "Correct: equal scores at offset 3 from any start; no d x d matrix, no position loop."
 
 
 def check_to_interleaved(fn) -> str:

@@ -217,12 +217,18 @@ def you_are_here(highlight: Iterable[str] | str, title: str = "you are here", fi
 # --------------------------------------------------------------------------------------
 
 def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=None, step: int | None = None,
-                 ax=None, title: str | None = None):
+                 ax=None, title: str | None = None, bidirectional: bool = True):
     """Draw a recurrent encoder-decoder as boxes and arrows.
 
-    Without ``weights``: the encoder's last state becomes one vector ``c`` that every decoder
-    step receives (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
-    from every encoder state to decoder step ``step``, as thick and dark as the weight
+    The encoder reads ``src_tokens``: one row of forward states (arrows to the right) and, if
+    ``bidirectional``, a row of backward states (arrows to the left) below it. The decoder
+    writes ``tgt_tokens``, one state per token, each written token fed to the next step (the
+    thin arrows from a token to the next box).
+
+    Without ``weights``: the summary ``c``, made of the last forward state and, if
+    bidirectional, the first backward state, reaches every decoder step along one line below
+    the decoder (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
+    from every input position to decoder step ``step``, as thick and dark as the weight
     alpha[step, t'] (attention). Returns the matplotlib Axes.
     """
     import matplotlib.pyplot as plt
@@ -239,44 +245,62 @@ def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=N
         if step is None or not 0 <= step < n_y:
             raise ValueError(f"step: expected an output step in [0, {n_y}), got {step!r}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.5 * max(n_x, n_y) + 2.5, 3.0))
+        _, ax = plt.subplots(figsize=(min(6.5, 0.3 * max(n_x, n_y) + 1.5), 3.4))
     width = max(n_x, n_y) - 1.0
     enc_x = [i * width / max(n_x - 1, 1) for i in range(n_x)]
     dec_x = [i * width / max(n_y - 1, 1) for i in range(n_y)]
-    enc_y, dec_y, c_y = 0.0, 2.4, 1.2
+    fwd_y = 0.8 if bidirectional else 0.0          # the forward row, above the backward one
+    bwd_y, bus_in, bus_out, dec_y = 0.0, fwd_y + 0.75, fwd_y + 1.3, fwd_y + 1.9
+    half = 0.22  # half the height of a state box
 
-    def state(x, y, colour, label=""):  # one recurrent state: a small box
-        box(ax, x, y, label, colour, width=0.6, height=0.5, fontsize=8, lw=0.8)
+    def state(x, y, colour, edge="black", lw=0.8):  # one recurrent state: a small box
+        box(ax, x, y, "", colour, width=0.5, height=2 * half, lw=lw, edge=edge)
 
     def link(x0, y0, x1, y1, lw=0.8, alpha=1.0, colour="black"):  # an arrow that stops at the boxes
-        arrow(ax, [(x0, y0), (x1, y1)], colour=colour, lw=lw, alpha=alpha, shrink=9)
+        arrow(ax, [(x0, y0), (x1, y1)], colour=colour, lw=lw, alpha=alpha, shrink=6)
 
-    for i, (x, tok) in enumerate(zip(enc_x, src_tokens)):
-        state(x, enc_y, "#56B4E9")
-        ax.text(x, enc_y - 0.55, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
-        if i:
-            link(enc_x[i - 1], enc_y, x, enc_y)
+    summary_colour = "#CC79A7"
+    rows = [(fwd_y, 1)] + ([(bwd_y, -1)] if bidirectional else [])
+    for y, direction in rows:
+        ends = {enc_x[-1] if direction == 1 else enc_x[0]}  # the state that goes into c
+        for i, x in enumerate(enc_x):
+            on_c = weights is None and x in ends
+            state(x, y, "#56B4E9", edge=summary_colour if on_c else "black", lw=2.0 if on_c else 0.8)
+            if i:
+                a, b = (enc_x[i - 1], x) if direction == 1 else (x, enc_x[i - 1])
+                link(a, y, b, y)
+        ax.text(-0.7, y, "forward" if direction == 1 else "backward", ha="right", va="center", fontsize=9)
+    for x, tok in zip(enc_x, src_tokens):
+        ax.text(x, rows[-1][0] - half - 0.1, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
     for i, (x, tok) in enumerate(zip(dec_x, tgt_tokens)):
         state(x, dec_y, "#E69F00")
-        ax.text(x, dec_y + 0.5, tok, ha="center", va="bottom", fontsize=9)
+        ax.text(x, dec_y + half + 0.08, tok, ha="center", va="bottom", fontsize=9)
         if i:
             link(dec_x[i - 1], dec_y, x, dec_y)
+            # the token just written is the next step's input
+            arrow(ax, [(dec_x[i - 1] + 0.15, dec_y + half + 0.1), (x - 0.2, dec_y + half)],
+                  colour="#777777", lw=0.6)
     if weights is None:
-        cx = width + 1.2
-        state(cx, c_y, "#CC79A7", "c")
-        link(enc_x[-1], enc_y, cx, c_y, lw=1.2)
+        cx = width + 1.4
+        box(ax, cx, bus_in, "c", summary_colour, width=0.7, height=0.42, fontsize=10, lw=1.0)
+        link(enc_x[-1], fwd_y, cx, bus_in, lw=1.2, colour=summary_colour)
+        if bidirectional:  # the first backward state, round the left and along to c
+            arrow(ax, [(enc_x[0] - 0.25, bwd_y), (-0.45, bwd_y), (-0.45, bus_in), (cx - 0.35, bus_in)],
+                  colour=summary_colour, lw=1.2)
+        # c reaches every decoder step along one line below the decoder
+        ax.plot([cx, cx, dec_x[0]], [bus_in + 0.21, bus_out, bus_out], color=summary_colour, lw=1.0,
+                solid_capstyle="butt", zorder=2)
         for x in dec_x:
-            link(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
+            arrow(ax, [(x, bus_out), (x, dec_y - half)], colour=summary_colour, lw=0.8)
     else:
         row = w[step] / max(float(w[step].max()), 1e-12)
         for x, a in zip(enc_x, row.tolist()):
             if a > 0.02:
-                link(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, colour="#0072B2")
-    ax.text(-0.6, enc_y, "encoder", ha="right", va="center", fontsize=9)
-    ax.text(-0.6, dec_y, "decoder", ha="right", va="center", fontsize=9)
-    ax.set_xlim(-2.4, width + 2.0)
-    ax.set_ylim(-1.1, 3.4)
+                link(x, fwd_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, colour="#0072B2")
+    ax.text(-0.7, dec_y, "decoder", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-2.6, width + 2.0)
+    ax.set_ylim(rows[-1][0] - 0.9, dec_y + 0.8)
     ax.set_axis_off()
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
     return ax

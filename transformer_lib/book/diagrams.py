@@ -304,3 +304,68 @@ def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=N
     if title:
         ax.set_title(title, fontsize=10)
     return ax
+
+
+# --------------------------------------------------------------------------------------
+# Parameter-free self-attention on a few 2-D word vectors (chapter 3's opening picture)
+# --------------------------------------------------------------------------------------
+
+def draw_average(X, words: Sequence[str], focus: str, figsize=(6.5, 3.3)):
+    """Parameter-free self-attention, softmax(X X^T) X, on a few two-dimensional word vectors.
+
+    Left: the output for the word ``focus`` gathers every input, each line as thick as its
+    weight (the weight written on it). Right: every input (filled dot) moves to its output
+    (ring), all inside the shaded convex hull of the inputs. ``X`` is (T, 2), one row per word
+    of ``words``. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .asides import convex_hull
+
+    X = torch.as_tensor(X, dtype=torch.float64)
+    words = list(words)
+    if X.dim() != 2 or X.shape[1] != 2 or X.shape[0] != len(words):
+        raise ValueError(f"X: expected shape (len(words), 2) = ({len(words)}, 2), got {tuple(X.shape)}")
+    if focus not in words:
+        raise ValueError(f"focus: expected one of {words}, got {focus!r}")
+    W = (X @ X.T).softmax(dim=-1)
+    Y = W @ X
+    blue, orange = "#0072B2", "#D55E00"
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.1]})
+
+    i = words.index(focus)
+    for j, word in enumerate(words):
+        ax_l.plot([j, i], [0, 1], color=blue, lw=0.5 + 12 * W[i, j].item(), alpha=0.8)
+        ax_l.text(j, -0.1, word, ha="center", va="top", fontsize=10)
+        ax_l.text(j, 0.12, f"{W[i, j]:.2f}", ha="center", fontsize=9,
+                  bbox=dict(facecolor="white", edgecolor="none", pad=1))
+    ax_l.text(i, 1.1, f"output for {focus!r}", ha="center", va="bottom", fontsize=10)
+    ax_l.scatter(range(len(words)), [0] * len(words), color=blue, zorder=3)
+    ax_l.scatter([i], [1], facecolors="white", edgecolors=orange, s=80, zorder=3)
+    ax_l.set_xlim(-0.6, len(words) - 0.4)
+    ax_l.set_ylim(-0.35, 1.3)
+    ax_l.set_title("a weighted sum of all inputs", fontsize=10)
+    ax_l.axis("off")
+
+    hull = convex_hull(X)
+    ax_r.fill(hull[:, 0], hull[:, 1], color="#56B4E9", alpha=0.2, label="convex hull of the inputs")
+    for j, word in enumerate(words):
+        (x0, y0), (x1, y1) = X[j].tolist(), Y[j].tolist()
+        ax_r.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color="grey"))
+        ax_r.scatter([x0], [y0], color=blue, zorder=3)
+        ax_r.scatter([x1], [y1], facecolors="white", edgecolors=orange, s=50, zorder=3)
+        ax_r.text(x0 + 0.06, y0 + 0.06, word, fontsize=10)
+    ax_r.scatter([], [], color=blue, label="input")
+    ax_r.scatter([], [], facecolors="white", edgecolors=orange, label="output")
+    ax_r.axhline(0, color="lightgrey", lw=0.8)
+    ax_r.axvline(0, color="lightgrey", lw=0.8)
+    ax_r.set_aspect("equal")
+    ax_r.set_xlabel("feature 1", fontsize=10)
+    ax_r.set_ylabel("feature 2", fontsize=10)
+    ax_r.tick_params(labelsize=9)
+    ax_r.set_title("inputs move towards what they resemble", fontsize=10)
+    ax_r.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=9, frameon=False,
+                handletextpad=0.3, columnspacing=0.8)
+    fig.tight_layout()
+    return fig

@@ -75,7 +75,7 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     if annotate:
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
                         color="black" if w[i, j] > 0.6 * (vmax or w.max()) else "white")
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")

@@ -56,3 +56,10 @@ def test_similarity_maps_can_leave_the_numbers_out():
     assert len(viz.plot_similarity(sim, labels).texts) == 16
     assert len(viz.plot_similarity(sim, labels, annotate=False).texts) == 0
     plt.close("all")
+
+
+def test_two_paths_names_both_roads():
+    ax = diagrams.draw_two_paths()
+    words = " ".join(texts(ax))
+    assert "not linear" in words and "linear in $X$ (for fixed weights)" in words
+    plt.close("all")

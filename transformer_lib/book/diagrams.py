@@ -369,3 +369,30 @@ def draw_average(X, words: Sequence[str], focus: str, figsize=(6.5, 3.3)):
                 handletextpad=0.3, columnspacing=0.8)
     fig.tight_layout()
     return fig
+
+
+def draw_two_paths(ax=None):
+    """The two roads of X through parameter-free self-attention, Y = softmax(X X^T) X: along
+    the top X makes the weights (a product with itself, then a softmax: not linear in X);
+    along the bottom X is what the weights average (linear in X). Returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 2.4))
+    weights_colour, values_colour = "#E69F00", "#56B4E9"
+    box(ax, 0.0, 0.0, "$X$\n$(T, d)$", COLOURS["io"], width=1.0, height=0.8, fontsize=10)
+    box(ax, 2.0, 0.8, "scores\n$X X^\\top$", weights_colour, width=1.5, height=0.8, fontsize=10)
+    box(ax, 4.0, 0.8, "softmax\nof each row", weights_colour, width=1.5, height=0.8, fontsize=10)
+    box(ax, 6.4, 0.0, "$Y = W X$\n$(T, d)$", COLOURS["io"], width=1.3, height=0.8, fontsize=10)
+    arrow(ax, [(0.5, 0.2), (0.8, 0.8), (1.25, 0.8)], colour=weights_colour, lw=1.6)
+    arrow(ax, [(2.75, 0.8), (3.25, 0.8)], colour=weights_colour, lw=1.6)
+    arrow(ax, [(4.75, 0.8), (5.4, 0.8), (5.75, 0.2)], colour=weights_colour, lw=1.6)
+    ax.text(5.15, 1.0, "$W$", ha="center", va="bottom", fontsize=10)
+    arrow(ax, [(0.5, -0.2), (0.8, -0.8), (5.4, -0.8), (5.75, -0.2)], colour=values_colour, lw=1.6)
+    ax.text(3.0, 1.45, "the weights: not linear in $X$", ha="center", fontsize=10, color="#8a5a00")
+    ax.text(3.0, -1.05, "what is averaged: linear in $X$ (for fixed weights)", ha="center", va="top",
+            fontsize=10, color="#005a8c")
+    ax.set_xlim(-0.7, 7.2)
+    ax.set_ylim(-1.5, 1.8)
+    ax.axis("off")
+    return ax

@@ -83,7 +83,7 @@ def test_padded_self_attention_right_answers_pass(answer):
 @pytest.mark.parametrize("answer, message", [
     (unmasked, "also attend to the padding"),
     (padded_rows_kept, "rows of the padded positions must be zero"),
-    (softmax_over_queries, "over the queries"),
+    (softmax_over_queries, "down the columns"),
     (scaled_by(math.sqrt), r"divided the scores by sqrt\(d\)"),
     (scaled_by(lambda d: d), "divided the scores by d;"),
     (masked_with_zero, r"differ from softmax\(X X\^T\) X"),

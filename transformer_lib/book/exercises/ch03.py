@@ -80,19 +80,19 @@ def check_padded_self_attention(fn) -> str:
         (math.sqrt(d), -1, "you divided the scores by sqrt(d); this chapter's operation has no "
                            "scaling (the library's has, chapter 4)"),
         (d, -1, "you divided the scores by d; this chapter's operation has no scaling"),
-        (1.0, -2, "the softmax ran over the queries (axis -2); each row, one query's weights "
-                  "over the keys, must sum to 1: take it over the last axis"),
+        (1.0, -2, "the softmax ran down the columns (axis -2); each row, one word's weights "
+                  "over the words it attends to, must sum to 1: take it over the last axis"),
     ]
     for scale, dim, hint in slips:
         if torch.allclose(Y[real], _masked(X, lengths, scale, dim)[real], atol=1e-5):
             raise AssertionError(f"Not yet: {hint}")
     unmasked = (X @ X.transpose(-2, -1)).softmax(-1) @ X
     if torch.allclose(Y[real], unmasked[real], atol=1e-5):
-        raise AssertionError("Not yet: the real words also attend to the padding; give the "
-                             "padded keys a score of -inf before the softmax")
+        raise AssertionError("Not yet: the real words also attend to the padding; give every "
+                             "score with a padded word -inf before the softmax")
     raise AssertionError("Not yet: the outputs of the real words differ from softmax(X X^T) X "
-                         "over each sentence's real words (mask the padded keys with -inf "
-                         "before the softmax, and take it over the last axis)")
+                         "over each sentence's real words (give the scores with padded words "
+                         "-inf before the softmax, and take it over the last axis)")
 
 
 def check_not_self_first(fn) -> str:

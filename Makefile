@@ -64,6 +64,8 @@ $(VENDOR_STAMP): $(SITE_JS)/package-lock.json $(SITE_JS)/widgets-config.js scrip
 # --all: rebuild every page, so that a warning in an unchanged page still fails the build and
 # a changed static file is copied (Sphinx skips both when no page is out of date).
 book: $(ENV_STAMP) $(VENDOR_STAMP)
+	@# The models the attention explorer runs in the browser: re-exported if a checkpoint changed.
+	$(PY) scripts/export_onnx.py --if-stale
 	$(VENV)/bin/jupyter-book build --all --warningiserror --nitpick --keep-going .
 	@# Every script and stylesheet must come from the site itself.
 	@if grep -rlE '<(script|link)[^>]+(src|href)="(https?:)?//' --include='*.html' _build/html; then \

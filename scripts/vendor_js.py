@@ -10,6 +10,9 @@ _config.yml as a Sphinx static path, so its contents land in _build/html/_static
                               loader cannot draw; today no page loads it)
   jupyter-widgets/widgets-config.js  tells require.js where the modules below are
   jupyter-widgets/anywidget/index.js  anywidget's front end, from the installed Python package
+  onnxruntime/                onnxruntime-web's WebAssembly build (ort.wasm.min.mjs, the .mjs glue
+                              and the .wasm it loads; MIT licence, named in each file's header): the attention explorer
+                              imports it only when a reader runs a model in the browser
 
 Nothing here is committed; delete book/_vendor/ and run `make book` to make it again.
 """
@@ -22,6 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NODE_MODULES = ROOT / "scripts" / "site_js" / "node_modules"
 VENDOR = ROOT / "book" / "_vendor"
+#: What the attention explorer's browser runs load (book/_ext/static_widgets.py adds up their sizes).
+ONNXRUNTIME_FILES = ("dist/ort.wasm.min.mjs", "dist/ort-wasm-simd-threaded.mjs", "dist/ort-wasm-simd-threaded.wasm")
 
 
 def copy_tree(src: Path, dst: Path, skip_suffixes: tuple[str, ...] = ()) -> None:
@@ -59,6 +64,12 @@ def main() -> int:
     shutil.copy2(ROOT / "scripts" / "site_js" / "widgets-config.js", widgets / "widgets-config.js")
     (widgets / "anywidget").mkdir()
     shutil.copy2(anywidget_js, widgets / "anywidget" / "index.js")
+
+    # onnxruntime-web: only the WebAssembly CPU build (no WebGPU, WebGL or JSPI variants).
+    ort = VENDOR / "onnxruntime"
+    ort.mkdir()
+    for name in ONNXRUNTIME_FILES:
+        shutil.copy2(NODE_MODULES / "onnxruntime-web" / name, ort / Path(name).name)
 
     size = sum(f.stat().st_size for f in VENDOR.rglob("*") if f.is_file())
     print(f"vendored the site's JavaScript into {VENDOR.relative_to(ROOT)}/ ({size / 1e6:.1f} MB)")

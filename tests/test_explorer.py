@@ -186,7 +186,8 @@ def test_state_size_of_a_typical_run(model):
     src, tgt = torch.randint(3, 20, (1, 20)), torch.randint(3, 20, (1, 20))
     explorer = AttentionExplorer.from_model(model, src, tgt)
     assert len(json.dumps(explorer.data)) < 40_000  # 3 kinds x 2 layers x (2 heads + mean) x 20 x 20 numbers
-    assert len(explorer._esm) < 25_000 and len(explorer._css) < 8_000
+    # the front end travels in every notebook's state: about 19 kB to draw, 8 kB to run a model in a browser
+    assert len(explorer._esm) < 30_000 and len(explorer._css) < 8_000
 
 
 def test_front_end_ships_with_the_package():

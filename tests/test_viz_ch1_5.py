@@ -39,8 +39,8 @@ def test_head_split_layout_is_the_real_reshape():
 
 def test_draw_head_split_colours_each_right_head_with_one_colour():
     ax = shapes.draw_head_split(["a", "b"], d_model=8, n_heads=4, show_mistake=False)
-    cells = [p for p in ax.patches if p.get_width() == pytest.approx(0.62)]
-    assert len(cells) == 3 * 2 * 4                    # three panels of T x h cells
+    cells = [p for p in ax.patches if p.get_width() == pytest.approx(1.1)]
+    assert len(cells) == 2 * 2 * 4                    # two panels of T x h cells
     right_panel = sorted(cells, key=lambda p: p.get_x())[-8:]
     colours = {round(p.get_x(), 3): set() for p in right_panel}
     for p in right_panel:

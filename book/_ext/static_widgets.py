@@ -3,7 +3,7 @@
 1. Widgets. myst-nb puts a notebook's saved widget state into its page and loads what
    `nb_ipywidgets_js` lists (_config.yml): require.js and the Jupyter widgets HTML manager,
    embed-amd.js, 3.6 MB (0.9 MB compressed), the heaviest file of the site. Every anywidget
-   model also carries its own copy of its front end (`_esm`, `_css`: 25 kB per attention
+   model also carries its own copy of its front end (`_esm`, `_css`: 34 kB per attention
    explorer) in that state. On a page whose saved models are all ones that
    static/widget-loader.js draws (anywidget models; the HBox, HTML, Label and progress bar a
    tqdm progress bar is made of; layouts and styles), this extension, as the page is written:
@@ -21,6 +21,13 @@
    A page with any other widget model keeps the full HTML manager, unchanged (the build says
    so in its log).
 
+   On the pages of BROWSER_MODELS, each attention explorer also gets `_browser` in its state:
+   the model that the page's explorer shows, exported to ONNX by scripts/export_onnx.py
+   (transformer_lib/book/browser_models/, copied into _static/models/ as the build finishes),
+   its vocabulary and limits, the site's copy of onnxruntime-web (_static/onnxruntime/, vendored
+   by scripts/vendor_js.py) and the bytes a first run downloads. The explorer then offers a text
+   box that runs the model in the reader's browser; nothing is fetched before the reader asks.
+
 2. Font Awesome. The theme (pydata-sphinx-theme) loads scripts/fontawesome.js (1.5 MB, 0.54
    MB compressed) on every page "so that users can add custom icons": it replaces each
    `<i class="fa-...">` with an inline SVG. Its stylesheet already carries Font Awesome's CSS
@@ -34,6 +41,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 from sphinx.util import logging
@@ -46,13 +54,28 @@ STATE_MIME = "application/vnd.jupyter.widget-state+json"
 LOADER = "_static/widget-loader.js"
 WIDGETS_DIR = "_static/widgets"
 
-# anywidget front ends the site serves from the library's own files (by _anywidget_id).
-FRONT_ENDS = {
-    "transformer_lib.book.explorer.AttentionExplorer": {
-        "_esm": ROOT / "transformer_lib" / "book" / "static" / "explorer.js",
-        "_css": ROOT / "transformer_lib" / "book" / "static" / "explorer.css",
-    },
+# The attention explorer's id, and the one it had before transformer_lib.book existed (in the
+# state of notebooks executed before then: their explorers get today's front end too).
+EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer", "transformer_lib.explorer.AttentionExplorer")
+EXPLORER_FRONT_END = {
+    "_esm": ROOT / "transformer_lib" / "book" / "static" / "explorer.js",
+    "_css": ROOT / "transformer_lib" / "book" / "static" / "explorer.css",
 }
+# anywidget front ends the site serves from the library's own files (by _anywidget_id).
+FRONT_ENDS = {explorer_id: EXPLORER_FRONT_END for explorer_id in EXPLORER_IDS}
+
+# Pages whose explorer shows a model the site ships, and that model (a name of
+# transformer_lib.book.explorer_browser.MODELS). Chapter 14 trains its model live: the site's
+# is the one made by its recipe (the manifest's "about" says so on the page).
+BROWSER_MODELS = {
+    "chapters/12_inference": "transformer_dates",
+    "chapters/14_decoder_only": "char_lm",
+}
+MODELS_DIR = ROOT / "transformer_lib" / "book" / "browser_models"
+MODELS_URL = "_static/models"
+RUNTIME_DIR = ROOT / "book" / "_vendor" / "onnxruntime"
+RUNTIME_URL = "_static/onnxruntime/ort.wasm.min.mjs"
+
 # Models widget-loader.js draws (or that need no drawing: layouts and styles).
 DRAWN = {
     ("@jupyter-widgets/controls", name)
@@ -79,8 +102,54 @@ def _write_asset(outdir: Path, stem: str, suffix: str, text: str) -> str:
     return name
 
 
-def lighten_state(state: dict, outdir: Path, pathto) -> dict:
-    """The saved widget state with each anywidget front end moved into a file of the site."""
+def _check_line(check: dict) -> str:
+    """The export's own check, in one sentence for the reader."""
+    if "dates" in check:
+        same = (f"the same greedy answer on {check['greedy_answers_equal']:,} of the {check['dates']:,} "
+                f"test dates")
+    else:
+        same = f"the same greedy continuation of {check['greedy_continuations_equal']} of {check['prompts']} prompts"
+    return (f"The export's check: onnxruntime and PyTorch give {same}, and logits within "
+            f"{check['max_logit_difference']:.1g} (attention weights within {check['max_attention_difference']:.1g}).")
+
+
+def browser_state(name: str, pathto) -> dict:
+    """What the explorer needs to run the model `name` in the reader's browser (see the module's
+    docstring). Raises FileNotFoundError when the model or the runtime is missing."""
+    manifest_path = MODELS_DIR / f"{name}.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path} is missing: run `python scripts/export_onnx.py`")
+    m = json.loads(manifest_path.read_text(encoding="utf-8"))
+    runtime = sorted(RUNTIME_DIR.glob("*")) if RUNTIME_DIR.is_dir() else []
+    if not runtime:
+        raise FileNotFoundError(f"{RUNTIME_DIR} is empty: `make vendor` copies onnxruntime-web there")
+    return {
+        "kind": m["kind"],
+        "manifest": pathto(f"{MODELS_URL}/{name}.json", 1),
+        "runtime": pathto(RUNTIME_URL, 1),
+        "bytes": sum(f["bytes"] for f in m["files"].values()) + manifest_path.stat().st_size
+        + sum(p.stat().st_size for p in runtime),
+        "tokens": m.get("src_tokens", m.get("tokens")),
+        "max_chars": m["max_chars"],
+        "placeholder": m["placeholder"],
+        "about": f"{m['about']} {_check_line(m['check'])}",
+    }
+
+
+def _copy_models(app, exception):
+    """The exported models (and their manifests) into _static/models/ of the built site."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.builder.outdir) / MODELS_URL
+    out.mkdir(parents=True, exist_ok=True)
+    for path in MODELS_DIR.iterdir():
+        if path.suffix in {".onnx", ".json"}:
+            shutil.copy2(path, out / path.name)
+
+
+def lighten_state(state: dict, outdir: Path, pathto, browser: dict | None = None) -> dict:
+    """The saved widget state with each anywidget front end moved into a file of the site, and
+    `browser` (from `browser_state`), if given, added to each attention explorer's state."""
     models = {}
     for model_id, model in state.get("state", {}).items():
         model = dict(model)
@@ -93,6 +162,8 @@ def lighten_state(state: dict, outdir: Path, pathto) -> dict:
                 if isinstance(text, str) and text and not re.match(r"^https?://", text):
                     attrs.pop(key, None)
                     attrs[f"{key}_url"] = pathto(_write_asset(outdir, stem, suffix, text), 1)
+            if browser is not None and attrs.get("_anywidget_id") in EXPLORER_IDS:
+                attrs["_browser"] = browser
             model["state"] = attrs
         models[model_id] = model
     return {**state, "state": models}
@@ -116,7 +187,10 @@ def _use_loader(app, pagename, templatename, context, doctree):
         LOGGER.info(f"{pagename}: widgets {', '.join(unknown)} need the Jupyter widgets HTML manager")
         return
     manager = {f"_static/{path}" for path in app.config.nb_ipywidgets_js}
-    light = lighten_state(state, Path(app.builder.outdir), context["pathto"])
+    browser = None
+    if pagename in BROWSER_MODELS:
+        browser = browser_state(BROWSER_MODELS[pagename], context["pathto"])
+    light = lighten_state(state, Path(app.builder.outdir), context["pathto"], browser)
     js = type(state_script)
     attributes = {**state_script.attributes, "body": sanitize_script_content(json.dumps(light))}
     new = []
@@ -166,4 +240,5 @@ def setup(app):
     # After myst-nb (priority 500) added the page's widget state and scripts.
     app.connect("html-page-context", _use_loader, priority=600)
     app.connect("build-finished", _strip_fontawesome)
+    app.connect("build-finished", _copy_models)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

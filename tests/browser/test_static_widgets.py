@@ -51,6 +51,49 @@ def test_state_carries_each_front_end_once(tmp_path):
     assert len(list((tmp_path / "_static" / "widgets").iterdir())) == 5
 
 
+def test_browser_models_reach_explorers_only(tmp_path):
+    """On a page of BROWSER_MODELS, each explorer's state gets what a run in the browser needs."""
+    from transformer_lib.book import explorer_browser
+
+    assert set(static_widgets.BROWSER_MODELS.values()) <= set(explorer_browser.MODELS)
+    for page in static_widgets.BROWSER_MODELS:
+        assert (ROOT / f"{page}.ipynb").is_file(), f"BROWSER_MODELS names {page}, which is not a chapter"
+    runtime = static_widgets.RUNTIME_DIR
+    if not runtime.is_dir():  # vendored by `make book`; a fake one stands in here
+        static_widgets.RUNTIME_DIR = tmp_path / "ort"
+        static_widgets.RUNTIME_DIR.mkdir()
+        (static_widgets.RUNTIME_DIR / "ort.wasm").write_bytes(b"\0" * 1000)
+    try:
+        browser = static_widgets.browser_state("transformer_dates", lambda name, resource: "../" + name)
+        files = sum(f.stat().st_size for f in static_widgets.RUNTIME_DIR.iterdir())
+    finally:
+        static_widgets.RUNTIME_DIR = runtime
+    m = explorer_browser.manifest("transformer_dates")
+    assert browser["manifest"] == "../_static/models/transformer_dates.json"
+    assert browser["runtime"] == "../_static/onnxruntime/ort.wasm.min.mjs"
+    assert browser["tokens"] == m["src_tokens"] and browser["kind"] == "encoder-decoder"
+    model_bytes = sum(f["bytes"] for f in m["files"].values())
+    assert browser["bytes"] == model_bytes + (explorer_browser.MODELS_DIR / "transformer_dates.json").stat().st_size + files
+    assert "3,652 of the 3,652 test dates" in browser["about"] and "ONNX" in browser["about"]
+    state = {"state": {"a": anywidget(EXPLORER), "c": anywidget("other.Widget")}}
+    light = static_widgets.lighten_state(state, tmp_path, lambda name, resource: "../" + name, browser)
+    assert light["state"]["a"]["state"]["_browser"] == browser
+    assert "_browser" not in light["state"]["c"]["state"]
+    plain = static_widgets.lighten_state(state, tmp_path, lambda name, resource: "../" + name)
+    assert "_browser" not in plain["state"]["a"]["state"]
+    # a notebook executed before transformer_lib.book existed names the explorer by its old id
+    old = {"state": {"a": anywidget("transformer_lib.explorer.AttentionExplorer", esm="old saved copy")}}
+    light = static_widgets.lighten_state(old, tmp_path, lambda name, resource: "../" + name, browser)
+    assert light["state"]["a"]["state"]["_browser"] == browser
+    served = tmp_path / light["state"]["a"]["state"]["_esm_url"].removeprefix("../")
+    assert served.read_text() == (ROOT / "transformer_lib" / "book" / "static" / "explorer.js").read_text()
+
+
+def test_missing_model_is_a_clear_error():
+    with pytest.raises(FileNotFoundError, match="export_onnx"):
+        static_widgets.browser_state("no_such_model", lambda name, resource: name)
+
+
 def test_which_models_the_loader_draws():
     assert static_widgets.drawn_by_loader(anywidget(EXPLORER))
     assert static_widgets.drawn_by_loader({"model_module": "@jupyter-widgets/controls", "model_name": "FloatProgressModel"})

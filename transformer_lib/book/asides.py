@@ -116,13 +116,15 @@ def train_reverse(n_layers: int, norm_first: bool, warmup: int, steps: int = 200
 # ----- figures -----
 
 def draw_offset_turns(ax, omega: float, starts: Sequence[int], offset: int, n_positions: int = 20,
-                      colours: Sequence[str] = ("#E69F00", "#009E73"), limits=((-1.5, 1.5), (-1.5, 1.5))):
+                      colours: Sequence[str] = ("#E69F00", "#009E73"), limits=((-1.5, 1.5), (-1.5, 1.5)),
+                      label_positions: Sequence[int] = ()):
     """One channel pair of the sinusoidal encoding as points (sin w.pos, cos w.pos) on the unit circle.
 
-    Positions 0 .. n_positions - 1 are dots (position 0 at the top, advancing clockwise). For each
-    start p in `starts`, the turn from p to p + offset is drawn as a shaded wedge, a thick arc with an
-    arrow head, and a label outside the circle. `limits` ((x0, x1), (y0, y1)) can zoom in on a slow
-    pair, whose turns are small. Returns the Axes.
+    Positions 0 .. n_positions - 1 are dots (position 0 at the top, advancing clockwise); the
+    positions in `label_positions` get their number beside the dot. For each start p in
+    `starts`, the turn from p to p + offset is drawn as a shaded wedge, a thick arc with an
+    arrow head, and a label just outside the arc. `limits` ((x0, x1), (y0, y1)) can zoom in on
+    a slow pair, whose turns are small. Returns the Axes.
     """
     from matplotlib.patches import Wedge
 
@@ -143,9 +145,14 @@ def draw_offset_turns(ax, omega: float, starts: Sequence[int], offset: int, n_po
                     arrowprops=dict(arrowstyle="-|>,head_length=0.5,head_width=0.25", color=colour, lw=2.5))
         for p in (start, start + offset):
             ax.plot(*xy(angle(p)), "o", ms=7, mfc="none", mec=colour, mew=2, zorder=4)
-        lx, ly = xy((a0 + a1) / 2, 1.3)
-        ax.text(lx, ly, f"{start}→{start + offset}", color=colour, ha="center", va="center", fontsize=10,
-                fontweight="bold")
+        middle = (a0 + a1) / 2                           # the label sits just outside the arc's middle,
+        ax.annotate(f"{start}→{start + offset}", xy=xy(middle, 1.08), color=colour, ha="center",
+                    va="center", fontsize=10.5, fontweight="bold", textcoords="offset points",
+                    xytext=(24 * math.sin(middle), 24 * math.cos(middle)))  # at any zoom
+    for p in label_positions:
+        a = angle(p)
+        ax.annotate(str(p), xy=xy(a), ha="center", va="center", fontsize=9, color="#333333",
+                    textcoords="offset points", xytext=(-11 * math.sin(a), -11 * math.cos(a)))
     ax.set(aspect="equal", xlim=limits[0], ylim=limits[1])
     return ax
 

@@ -396,3 +396,150 @@ def draw_two_paths(ax=None):
     ax.set_ylim(-1.5, 1.8)
     ax.axis("off")
     return ax
+
+
+# --------------------------------------------------------------------------------------
+# The opening pictures of chapters 4-6: each chapter's idea before any code
+# --------------------------------------------------------------------------------------
+
+def soft_lookup(keys: Sequence[str] = ("cats", "dogs", "cats and dogs", "no cats"),
+                scores: Sequence[float] = (2.0, 0.5, 1.75, -2.0),
+                values: Sequence[float] = (10.0, 20.0, 30.0, 40.0), query: str = "query",
+                title: str | None = "attention as a soft look-up", figsize=(7.0, 3.4)):
+    """Attention as a soft look-up table (chapter 4): a query compared with every key, the scores
+    turned into weights by a softmax (drawn as bars), and the output the weighted average of
+    all the values (its arrows as thick as the weights). Returns the Figure."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    keys, scores, values = list(keys), [float(s) for s in scores], [float(v) for v in values]
+    if not keys or len(scores) != len(keys) or len(values) != len(keys):
+        raise ValueError(f"keys, scores and values must have the same non-zero length, got {len(keys)}, "
+                         f"{len(scores)} and {len(values)}")
+    top = max(scores)
+    exp = [math.exp(s - top) for s in scores]
+    weights = [e / sum(exp) for e in exp]
+    out = sum(w * v for w, v in zip(weights, values))
+    fig, ax = plt.subplots(figsize=figsize)
+    n = len(keys)
+    ys = [(n - 1) / 2 - i for i in range(n)]
+    x_q, x_k, x_s, x_w, x_v, x_o = 0.0, 2.3, 3.85, 4.55, 7.1, 9.0
+    box(ax, x_q, 0, query, COLOURS["attention"], width=1.2, height=0.6, fontsize=10)
+    for y, key, s, w, v in zip(ys, keys, scores, weights, values):
+        arrow(ax, [(x_q + 0.62, 0), (x_k - 0.92, y)], colour="#777777", lw=1.0)
+        box(ax, x_k, y, key, "#E8E8E8", width=1.8, height=0.56, fontsize=10)
+        ax.text(x_s, y, f"{s:+.2f}", ha="center", va="center", fontsize=10)
+        ax.add_patch(FancyBboxPatch((x_w, y - 0.17), 1.6 * w, 0.34, boxstyle="square,pad=0", fc=COLOURS["ffn"],
+                                    ec="none", zorder=3))
+        ax.text(x_w + 1.6 * w + 0.08, y, f"{w:.3f}", ha="left", va="center", fontsize=10)
+        box(ax, x_v, y, f"{v:g}", "#FFFFFF", width=0.8, height=0.56, fontsize=10)
+        arrow(ax, [(x_v + 0.43, y), (x_o - 0.75, 0)], colour=COLOURS["masked"], lw=0.5 + 5 * w,
+              alpha=0.35 + 0.65 * w)
+    box(ax, x_o, 0, f"output\n{out:.2f}", COLOURS["ffn"], width=1.3, height=0.9, fontsize=10)
+    head_y = ys[0] + 0.62
+    for x, text in ((x_k, "keys"), (x_s, "score\n$q \\cdot k$"), (x_w + 0.8, "weight\n(softmax)"),
+                    (x_v, "values")):
+        ax.text(x, head_y, text, ha="center", va="bottom", fontsize=10)
+    ax.text(x_o, -0.72, "$\\Sigma_j\\, w_j v_j$", ha="center", va="top", fontsize=10)
+    ax.set_xlim(-0.7, 9.8)
+    ax.set_ylim(ys[-1] - 0.6, head_y + 0.75)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def multi_head(n_heads: int = 8, shown: int = 3, d_model: int = 512,
+               title: str | None = "multi-head attention", figsize=(7.0, 3.9)):
+    """Multi-head attention (chapter 5; Vaswani et al. 2017, Figure 2, right) from left to right:
+    the input X feeds h heads side by side, each its own scaled dot-product attention on its own
+    projections; their outputs are concatenated and mixed by W^O. `shown` heads are drawn, then
+    a gap for the others, then the last. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    from matplotlib.colors import to_rgba
+
+    from .shapes import BLOCK_COLOURS
+    from .viz import text_colour
+
+    for name, v in (("n_heads", n_heads), ("shown", shown), ("d_model", d_model)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if d_model % n_heads:
+        raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+    d_k = d_model // n_heads
+    heads = list(range(min(shown, n_heads)))
+    if n_heads > len(heads):
+        heads += [None, n_heads - 1]                      # None: the gap for the heads not drawn
+    fig, ax = plt.subplots(figsize=figsize)
+    ys = [(len(heads) - 1) / 2 * 1.0 - i * 1.0 for i in range(len(heads))]
+    x_x, x_h, x_c, x_o, x_y = 0.0, 3.0, 5.55, 7.05, 8.6
+    box(ax, x_x, 0, f"$X$\n$(T, {d_model})$", "#E8E8E8", width=1.2, height=0.95, fontsize=10)
+    for y, i in zip(ys, heads):
+        if i is None:
+            ax.text(x_h, y, "$\\vdots$", ha="center", va="center", fontsize=14)
+            continue
+        colour = BLOCK_COLOURS[i % len(BLOCK_COLOURS)]
+        arrow(ax, [(x_x + 0.62, 0), (x_h - 1.63, y)], colour="#777777", lw=1.0)
+        box(ax, x_h, y, f"head {i + 1}: attention with its own\n$W^Q_{{{i + 1}}}, W^K_{{{i + 1}}}, W^V_{{{i + 1}}}$",
+            colour, width=3.2, height=0.78, fontsize=9.5, text_colour=text_colour(to_rgba(colour)))
+        arrow(ax, [(x_h + 1.63, y), (x_c - 0.5, 0)], colour=colour, lw=1.6)
+    ax.text(x_h, ys[0] + 0.5, f"{n_heads} heads side by side, each $(T, d_k) = (T, {d_k})$", ha="center",
+            va="bottom", fontsize=9.5)
+    box(ax, x_c, 0, f"Concat\n$(T, {n_heads} \\cdot {d_k})$", "#F5F5F5", width=0.95, height=1.5, fontsize=9.5)
+    arrow(ax, [(x_c + 0.5, 0), (x_o - 0.55, 0)], lw=1.3)
+    box(ax, x_o, 0, f"$\\times\\, W^O$\n$({d_model}, {d_model})$", COLOURS["attention"], width=1.05,
+        height=0.95, fontsize=9.5)
+    arrow(ax, [(x_o + 0.55, 0), (x_y - 0.55, 0)], lw=1.3)
+    box(ax, x_y, 0, f"output\n$(T, {d_model})$", COLOURS["ffn"], width=1.05, height=0.95, fontsize=9.5)
+    ax.set_xlim(-0.7, 9.2)
+    ax.set_ylim(ys[-1] - 0.6, ys[0] + 0.9)
+    ax.axis("off")
+    if title:
+        ax.set_title(title, fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def position_clocks(positions: Sequence[int] = (0, 1, 2, 3, 10, 30), pairs: Sequence[int] = (0, 4, 8, 16),
+                    d_model: int = 64, title: str | None = "a clock with many hands", figsize=(6.0, 5.8)):
+    """The sinusoidal encoding as clocks (chapter 6): one row per position, one clock per channel
+    pair i, whose hand points at (sin w_i pos, cos w_i pos), w_i = 10000^(-2i / d_model): position
+    0 at twelve o'clock, turning clockwise by w_i per position. The tips of all the hands of a
+    row are that position's vector. Returns the Figure."""
+    import math
+
+    import matplotlib.pyplot as plt
+
+    positions, pairs = [int(p) for p in positions], [int(i) for i in pairs]
+    if not positions or not pairs or min(positions) < 0:
+        raise ValueError(f"positions (non-negative) and pairs must be non-empty, got {positions} and {pairs}")
+    if d_model < 2 or d_model % 2 or not all(0 <= i < d_model // 2 for i in pairs):
+        raise ValueError(f"pairs must lie in [0, d_model/2) for an even d_model, got {pairs} with d_model {d_model}")
+    fig, axes = plt.subplots(len(positions), len(pairs), figsize=figsize, squeeze=False)
+    ring = [2 * math.pi * t / 120 for t in range(121)]
+    for col, i in enumerate(pairs):
+        omega = 1 / 10000 ** (2 * i / d_model)
+        for row, pos in enumerate(positions):
+            ax = axes[row, col]
+            ax.plot([math.sin(a) for a in ring], [math.cos(a) for a in ring], color="#999999", lw=1.0)
+            for tick in range(12):
+                a = 2 * math.pi * tick / 12
+                ax.plot([0.85 * math.sin(a), math.sin(a)], [0.85 * math.cos(a), math.cos(a)], color="#BBBBBB", lw=0.8)
+            a = omega * pos
+            ax.annotate("", xy=(0.9 * math.sin(a), 0.9 * math.cos(a)), xytext=(0, 0),
+                        arrowprops=dict(arrowstyle="-|>", color=COLOURS["masked"], lw=2.0))
+            ax.plot([0], [0], "o", color="black", ms=3)
+            ax.set(xlim=(-1.15, 1.15), ylim=(-1.15, 1.15), aspect="equal", xticks=[], yticks=[])
+            for side in ax.spines.values():
+                side.set_visible(False)
+            if row == 0:
+                ax.set_title(f"pair {i}\n$\\omega$ = {omega:.3g}", fontsize=10)
+            if col == 0:
+                ax.set_ylabel(f"pos {pos}", rotation=0, ha="right", va="center", fontsize=10)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    return fig

@@ -13,7 +13,11 @@ self-attention, cross-attention), the layer, and one head or the mean of all hea
 Everything is drawn by the widget's own JavaScript (`static/explorer.js`) from the data in the
 widget's state, so the explorer keeps working without a kernel: on the static website (from the
 widget state saved in the notebook) and in a notebook opened without running it. With a kernel,
-`on_text` adds a text box that runs the model on the reader's own input.
+`on_text` adds a text box that runs the model on the reader's own input. On the book's website,
+where the site ships the model an explorer shows (chapters 12 and 14: book/_ext/static_widgets.py
+adds `_browser` to the saved state), the same text box runs that model in the reader's browser
+instead, exported to ONNX and run by onnxruntime-web (`explorer_browser`): one view, two ways
+to compute its data.
 
 Two ways in:
 
@@ -28,7 +32,8 @@ rounded to `decimals` (3) places, each matrix row as one string of numbers (".25
 key positions, `max_layers` (6) layers and `max_heads` (8) heads per kind; anything beyond is
 left out and the widget says so. The mean of the heads is always the mean of all of them. The weights of a run of 20 tokens with 2 layers of 4 heads of
 each of the three kinds take about 55 kB of notebook; every explorer also carries its own
-JavaScript and CSS (about 25 kB), which is what lets it work without installing anything.
+JavaScript and CSS (about 34 kB), which is what lets it work without installing anything (the
+book's website serves them once, as files).
 """
 from __future__ import annotations
 

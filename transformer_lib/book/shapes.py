@@ -90,72 +90,64 @@ def head_split_layout(n_tokens: int, d_model: int, n_heads: int, direct_view: bo
 
 def draw_head_split(tokens: Sequence[str], d_model: int = 512, n_heads: int = 8, ax=None, show_mistake: bool = True):
     """Draw the split of d_model into heads and the merge back, for one sentence of the batch:
-    (B, T, d_model) -> view (B, T, h, d_k) -> transpose (B, h, T, d_k), and, below it, what
-    view(B, h, T, d_k) straight away produces. Each cell is one token's d_k-wide slice of
-    features, coloured by slice (its head, when the split is right) and labelled with its
-    token; the layout is computed by `head_split_layout`. Returns the Axes."""
+    X W^Q (B, T, d_model), the queries of every head side by side, -> view(B, T, h, d_k) and
+    transpose(1, 2) -> (B, h, T, d_k); below it (show_mistake) what view(B, h, T, d_k) straight
+    away produces. Each cell is one token's d_k-wide slice of features, coloured by slice (its
+    head, when the split is right) and labelled with its token; the layout is computed by
+    `head_split_layout`. Returns the Axes."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
     if n_heads > len(BLOCK_COLOURS):
         raise ValueError(f"n_heads must be at most {len(BLOCK_COLOURS)} to be drawn, got {n_heads}")
-    T, d_k, cw, ch = len(tokens), d_model // n_heads, 0.62, 0.5
+    T, d_k, cw, ch = len(tokens), d_model // n_heads, 1.1, 0.55
     if ax is None:
-        _, ax = plt.subplots(figsize=(15, 5.6 if show_mistake else 3.4))
+        fig = plt.figure(figsize=(10.5, 4.0 if show_mistake else 2.4))
+        ax = fig.add_axes((0.0, 0.0, 1.0, 1.0))   # the whole figure: the cells as large as it allows
 
     def cell(x, y, token_index, slice_index):
         colour = BLOCK_COLOURS[slice_index]
         ax.add_patch(Rectangle((x, y), cw, ch, fc=colour, ec="black", lw=0.6))
-        ax.text(x + cw / 2, y + ch / 2, tokens[token_index], ha="center", va="center", fontsize=7.5,
+        ax.text(x + cw / 2, y + ch / 2, tokens[token_index], ha="center", va="center", fontsize=10,
                 color=text_colour(colour))
 
     def heads(x0, y0, token_of, slice_of):                   # h blocks of shape (T, d_k), side by side
         for i in range(n_heads):
-            x = x0 + i * (cw + 0.28)
-            ax.text(x + cw / 2, y0 + 0.1, f"head {i}", ha="center", va="bottom", fontsize=8)
+            x = x0 + i * (cw + 0.45)
+            ax.text(x + cw / 2, y0 + 0.08, f"head {i}", ha="center", va="bottom", fontsize=9.5)
             for t in range(T):
                 cell(x, y0 - (t + 1) * ch, int(token_of[i, t]), int(slice_of[i, t]))
-        return x0 + n_heads * (cw + 0.28) - 0.28
-
-    def arrow(x0, x1, y, text):
-        ax.annotate("", xy=(x1, y), xytext=(x0, y), arrowprops=dict(arrowstyle="-|>", lw=1.2))
-        ax.text((x0 + x1) / 2, y + 0.12, text, ha="center", va="bottom", fontsize=8.5)
+        return x0 + n_heads * (cw + 0.45) - 0.45
 
     y0 = 0.0
-    for panel, gap in enumerate((0.0, 0.14)):                # (B, T, d_model), then (B, T, h, d_k)
-        x0 = panel * (n_heads * (cw + 0.14) + 2.2)
-        for t in range(T):
-            for i in range(n_heads):
-                cell(x0 + i * (cw + gap), y0 - (t + 1) * ch, t, i)
-        width = n_heads * (cw + gap) - gap
-        shape = f"(B, T, {d_model})" if panel == 0 else f"(B, T, {n_heads}, {d_k})"
-        what = f"$XW^Q$: {d_model} features per token" if panel == 0 else f"{n_heads} groups of {d_k} per token"
-        ax.text(x0 + width / 2, y0 + 0.1, f"{shape}\n{what}", ha="center", va="bottom", fontsize=9)
-        if panel == 0:
-            arrow(x0 + width + 0.15, x0 + width + 2.05, y0 - T * ch / 2, f"view(B, T, {n_heads}, {d_k})")
-            left_mid = x0 + width / 2
-        else:
-            x_heads = x0 + width + 2.2
-            arrow(x0 + width + 0.15, x_heads - 0.15, y0 - T * ch / 2, "transpose(1, 2)")
+    for t in range(T):                                       # X W^Q: (B, T, d_model), slice by slice
+        for i in range(n_heads):
+            cell(i * cw, y0 - (t + 1) * ch, t, i)
+    width = n_heads * cw
+    ax.text(width / 2, y0 + 0.08, f"$XW^Q$, shape (B, T, {d_model}):\nevery head's queries side by side",
+            ha="center", va="bottom", fontsize=10)
+    x_heads = width + 3.4
+    ax.annotate("", xy=(x_heads - 0.15, y0 - T * ch / 2), xytext=(width + 0.15, y0 - T * ch / 2),
+                arrowprops=dict(arrowstyle="-|>", lw=1.3))
+    ax.text(width + 1.7, y0 - T * ch / 2 + 0.1, f"view(B, T, {n_heads}, {d_k})\ntranspose(1, 2)",
+            ha="center", va="bottom", fontsize=9.5)
+    ax.text(width + 1.7, y0 - T * ch / 2 - 0.3, "merge: the reverse,\nthen reshape", ha="center",
+            va="top", fontsize=9.5, color="#555555")
     token_of, slice_of = head_split_layout(T, d_model, n_heads)
-    right = heads(x_heads, y0 + 0.45, token_of, slice_of)
-    ax.text((x_heads + right) / 2, y0 + 0.95, f"(B, {n_heads}, T, {d_k}): each head, every token", ha="center",
-            va="bottom", fontsize=9)
-    y_low = y0 - T * ch - 0.25
-    ax.annotate("", xy=(left_mid, y_low), xytext=((x_heads + right) / 2, y_low + 0.45 - 0.1),
-                arrowprops=dict(arrowstyle="-|>", lw=1.2, ls="--", connectionstyle="arc3,rad=-0.08"))
-    ax.text((left_mid + right) / 2, y_low - 0.55, f"merge (Concat): transpose(1, 2), then reshape(B, T, {d_model})",
-            ha="center", va="top", fontsize=8.5)
-    bottom = y_low - 0.9
+    right = heads(x_heads, y0, token_of, slice_of)
+    ax.text((x_heads + right) / 2, y0 + 0.55, f"(B, {n_heads}, T, {d_k}): each head, every token", ha="center",
+            va="bottom", fontsize=10)
+    bottom = y0 - T * ch - 0.3
     if show_mistake:
         token_of, slice_of = head_split_layout(T, d_model, n_heads, direct_view=True)
-        y1 = bottom - 0.6
-        ax.text(x_heads - 0.3, y1 - T * ch / 2, f"the mistake: view(B, {n_heads}, T, {d_k}) straight away\n"
-                "right shape, wrong numbers:\nhead 0 gets one token's slices", ha="right", va="center", fontsize=9)
+        y1 = bottom - 0.55
+        ax.text(x_heads - 0.3, y1 - T * ch / 2, f"the mistake: view(B, {n_heads}, T, {d_k})\n"
+                "right shape, wrong numbers:\nhead 0 gets one token's slices", ha="right", va="center",
+                fontsize=10)
         heads(x_heads, y1, token_of, slice_of)
         bottom = y1 - T * ch - 0.2
     ax.set_xlim(-0.3, right + 0.3)
-    ax.set_ylim(bottom, y0 + 1.5)
+    ax.set_ylim(bottom, y0 + 1.3)
     ax.set_aspect("equal")
     ax.axis("off")
     return ax
@@ -202,7 +194,7 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
         n_rows, n_cols = shapes[name]
         h, wd = _size(n_rows), _size(n_cols)
         if name in ("scores", "A"):  # the (T, T) maps: room for numbers in their cells
-            h, wd = max(h, 0.8 * n_rows), max(wd, 0.8 * n_cols)
+            h, wd = max(h, 1.3 * n_rows), max(wd, 1.3 * n_cols)
         ax.add_patch(Rectangle((x, y - h / 2), wd, h, fc=colour, ec="black", alpha=0.85))
         for r in range(1, n_rows if n_rows <= 8 else 1):
             ax.plot([x, x + wd], [y + h / 2 - r * h / n_rows] * 2, color="black", lw=0.6)
@@ -213,22 +205,22 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
             for r in range(n_rows):
                 for c in range(n_cols):
                     ax.text(x + (c + 0.5) * wd / n_cols, y + h / 2 - (r + 0.5) * h / n_rows,
-                            f"{cells[r, c]:.2f}", ha="center", va="center", fontsize=8,
+                            f"{cells[r, c]:.2f}", ha="center", va="center", fontsize=10.5,
                             color=text_colour(colour))
         elif rows is not None and n_rows <= 8:
             for r, label in enumerate(rows):
                 ax.text(x + wd / 2, y + h / 2 - (r + 0.5) * h / n_rows, label, ha="center",
-                        va="center", fontsize=9, color=text_colour(colour))
+                        va="center", fontsize=10, color=text_colour(colour))
         shown = {"scores": "$QK^\\top/\\sqrt{d_k}$"}.get(name, f"${name}$")
         ax.text(x + wd / 2, y - h / 2 - 0.12, f"{shown}\n{shapes[name]}", ha="center", va="top",
-                fontsize=9)
+                fontsize=11)
         return x, x + wd, y + h / 2, y - h / 2
 
     def link(start, end, label=None, at=0.5, dy=0.0):
         ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="->", color="#444444", lw=1.2))
         if label:
             mx, my = start[0] + at * (end[0] - start[0]), start[1] + at * (end[1] - start[1])
-            ax.text(mx, my + dy, label, ha="center", va="center", fontsize=9,
+            ax.text(mx, my + dy, label, ha="center", va="center", fontsize=11,
                     bbox=dict(facecolor="white", edgecolor="none", pad=1.5))
 
     colours = dict(zip(["X", "Q", "K", "V", "scores", "A", "Z"], BLOCK_COLOURS))
@@ -248,9 +240,9 @@ def draw_attention_flow(tokens: Sequence[str], d_model: int, d_k: int, d_v: int 
     S = block("scores", xs, ys, colours["scores"])
     link((Qb[1] + 0.05, spread), (S[0] - 0.05, ys + 0.1))
     link((Kb[1] + 0.05, 0.0), (S[0] - 0.05, ys - 0.1), "$K^\\top$")
-    xa = S[1] + gap - 0.6
+    xa = S[1] + gap + 0.3
     A = block("A", xa, ys, colours["A"], cells=w)
-    link((S[1] + 0.05, ys), (A[0] - 0.05, ys), "softmax\n(each row)", dy=0.75)
+    link((S[1] + 0.05, ys), (A[0] - 0.05, ys), "softmax\n(each row)", dy=0.95)
     xz = A[1] + gap - 0.6
     yz = -spread / 2
     Z = block("Z", xz, yz, colours["Z"], rows=[f"$z_{{{i + 1}}}$" for i in range(T)])

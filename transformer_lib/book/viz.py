@@ -191,23 +191,26 @@ def plot_heads(weights, query_tokens: Sequence[str], key_tokens: Sequence[str], 
     names = [f"head {i}" for i in range(n_heads)] + (["mean of the heads"] if mean else [])
     ncols = min(ncols, len(maps))
     nrows = -(-len(maps) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True,
+    # Constrained layout keeps every title clear of the tick labels above it; only the lowest
+    # map of each column carries the key tokens, so no rotated label runs into a title.
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, sharex=True, sharey=True, layout="constrained",
                              figsize=(size * ncols * max(k_len, 4) / 10 + 1.2,
                                       size * nrows * max(q_len, 4) / 10 + 0.8))
     for ax in axes.flat[len(maps):]:
         ax.set_visible(False)
-    for ax, m, name in zip(axes.flat, maps, names):
+    for index, (ax, m, name) in enumerate(zip(axes.flat, maps, names)):
         im = ax.pcolormesh(np.arange(k_len + 1) - 0.5, np.arange(q_len + 1) - 0.5, m, cmap=SEQUENTIAL_CMAP,
                            vmin=0, vmax=vmax)
         ax.set_title(name, fontsize=10)
         ax.set_ylim(q_len - 0.5, -0.5)
-        ax.set_xticks(range(k_len), labels=key_tokens, rotation=90, fontsize=8)
-        ax.set_yticks(range(q_len), labels=query_tokens, fontsize=8)
-        ax.tick_params(labelbottom=True)
-    for ax in axes[-1]:
-        ax.set_xlabel("key (attended to)", fontsize=9)
+        ax.set_xticks(range(k_len), labels=key_tokens, rotation=90, fontsize=9)
+        ax.set_yticks(range(q_len), labels=query_tokens, fontsize=9)
+        lowest = index + ncols >= len(maps)          # no map below it in its column
+        ax.tick_params(labelbottom=lowest)
+        if lowest:
+            ax.set_xlabel("key (attended to)", fontsize=9.5)
     for ax in axes[:, 0]:
-        ax.set_ylabel("query (attending)", fontsize=9)
+        ax.set_ylabel("query (attending)", fontsize=9.5)
     fig.colorbar(im, ax=axes, fraction=0.03, pad=0.02, label="attention weight")
     if title:
         fig.suptitle(title)

@@ -50,6 +50,167 @@ function parsed(data) {
   return PARSED.get(data);
 }
 
+// ---- the second way to compute: the model in the reader's browser ---------------------------
+// On the book's website there is no kernel. Where the site ships the model an explorer shows,
+// the build (book/_ext/static_widgets.py) puts `_browser` into the explorer's saved state: the
+// model's vocabulary and limits, where its manifest and ONNX files are (exported by
+// scripts/export_onnx.py), where the site's own copy of onnxruntime-web is, and how much the
+// first run downloads. Nothing is fetched until the reader runs the model. The runs below do
+// what transformer_lib does in Python (decoding.greedy_decode, lm.generate, record_attention;
+// transformer_lib/book/explorer_browser.py is the same loop, tested against PyTorch), and give
+// the view the same `data` that explorer_state.build_state writes.
+
+const BROWSER_MAX_TOKENS = 64; // query and key positions kept in a browser run's maps
+const LOAD_SECONDS = 120; // give up loading the runtime and the model after this
+const RUN_SECONDS = 60; // and a run after this
+const LOADED = new Map(); // manifest URL -> promise of {ort, manifest, sessions}, one per page
+const LABELS = { encoder: "Encoder self-attention", decoder: "Decoder self-attention", cross: "Cross-attention" };
+
+const megabytes = (n) => `${(Number(n) / 1e6).toFixed(1)} MB`;
+const absolute = (url) => new URL(url, document.baseURI).href;
+
+function withTimeout(promise, seconds, what) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} took longer than ${seconds} s`)), seconds * 1000);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+// The reader's text as ids of the model's vocabulary, or a message saying what is wrong with it.
+function readText(text, cfg) {
+  const chars = Array.from(text); // characters, not UTF-16 units
+  const what = cfg.kind === "causal-lm" ? "the start of a sentence" : "a date";
+  if (!text.trim()) return { error: `Type ${what} first.` };
+  if (chars.length > cfg.max_chars) {
+    return { error: `That is ${chars.length} characters; the model reads at most ${cfg.max_chars} here.` };
+  }
+  const index = new Map(cfg.tokens.map((t, i) => [t, i]).filter(([, i]) => i >= 4)); // no specials
+  const unknown = [...new Set(chars.filter((c) => !index.has(c)))];
+  if (unknown.length) {
+    const list = unknown.map((c) => `“${show(c, 4)}”`).join(", ");
+    return { error: `The model has never seen ${unknown.length > 1 ? "these characters" : "this character"}: ` +
+      `${list}. It reads only the characters of its training data.` };
+  }
+  return { chars, ids: chars.map((c) => index.get(c)) };
+}
+
+async function fetchJSON(url) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`${url} answered ${response.status}`);
+  return response.json();
+}
+
+function loadModel(cfg) {
+  const url = absolute(cfg.manifest);
+  if (!LOADED.has(url)) {
+    const loading = (async () => {
+      const runtime = absolute(cfg.runtime);
+      const ort = await import(runtime);
+      ort.env.wasm.wasmPaths = runtime.replace(/[^/]*$/, ""); // the site's copy, never a CDN
+      ort.env.wasm.numThreads = 1; // no worker threads: a plain static host cannot enable them
+      ort.env.logLevel = "error";
+      const manifest = await fetchJSON(url);
+      const sessions = {};
+      for (const [part, file] of Object.entries(manifest.files)) {
+        sessions[part] = await ort.InferenceSession.create(new URL(file.path, url).href,
+          { executionProviders: ["wasm"] });
+      }
+      return { ort, manifest, sessions };
+    })();
+    LOADED.set(url, loading);
+    loading.catch(() => LOADED.delete(url)); // a failed load can be tried again
+  }
+  return LOADED.get(url);
+}
+
+// vocab.Vocab.decode: skip <pad> and <bos>, stop at <eos>, write <unk> as "?".
+function decode(ids, tokens) {
+  let text = "";
+  for (const i of ids) {
+    if (i === 2) break;
+    if (i > 1) text += i === 3 ? "?" : tokens[i];
+  }
+  return text;
+}
+
+const ids64 = (ort, ids) => new ort.Tensor("int64", BigInt64Array.from(ids, (i) => BigInt(i)), [1, ids.length]);
+
+// The most probable next token, never <pad> or <bos> (what decoding does in Python).
+function argmax(values, skip = []) {
+  let best = -1;
+  for (let v = 0; v < values.length; v++) {
+    if (!skip.includes(v) && (best < 0 || values[v] > values[best])) best = v;
+  }
+  return best;
+}
+
+// A (1, h, q, k) weights tensor -> h matrices of q rows of k numbers.
+function heads(tensor) {
+  const [, h, q, k] = tensor.dims;
+  const data = tensor.data;
+  return Array.from({ length: h }, (_, hd) => Array.from({ length: q }, (_, i) =>
+    Array.from(data.subarray((hd * q + i) * k, (hd * q + i + 1) * k))));
+}
+
+// explorer_state.build_state in short: rows as strings of numbers rounded to 3 places.
+function number(v) {
+  const text = String(Math.round(v * 1000) / 1000);
+  return text.startsWith("0.") ? text.slice(1) : text;
+}
+function kindState(id, layers, queries, keys, notes) {
+  const nq = Math.min(queries.length, BROWSER_MAX_TOKENS), nk = Math.min(keys.length, BROWSER_MAX_TOKENS);
+  const rows = (m) => m.slice(0, nq).map((row) => row.slice(0, nk).map(number).join(" "));
+  const mean = (hs) => hs[0].map((row, i) => row.map((_, j) => hs.reduce((s, m) => s + m[i][j], 0) / hs.length));
+  if (queries.length > nq || keys.length > nk) {
+    notes.push(`Only the first ${BROWSER_MAX_TOKENS} positions of ${Math.max(queries.length, keys.length)} are shown.`);
+  }
+  return { id, label: LABELS[id], queries: queries.slice(0, nq), keys: keys.slice(0, nk), n_layers: layers.length,
+    n_heads: layers[0].length, total_heads: layers[0].length, weights: layers.map((hs) => hs.map(rows)),
+    mean: layers.map((hs) => rows(mean(hs))) };
+}
+
+async function runDates({ ort, manifest: m, sessions }, read) {
+  const src = ids64(ort, read.ids);
+  const encoded = await sessions.encoder.run({ src });
+  const out = [m.bos_id];
+  for (let step = 0; step < m.max_out; step++) {
+    const { logits } = await sessions.decoder_step.run({ tgt: ids64(ort, out), memory: encoded.memory, src },
+      ["logits"]);
+    const next = argmax(logits.data, [m.pad_id, m.bos_id]);
+    if (next === m.eos_id) break;
+    out.push(next);
+  }
+  // one more pass over <bos> and the answer gives every attention weight of the decoder
+  const last = await sessions.decoder_step.run({ tgt: ids64(ort, out), memory: encoded.memory, src });
+  const answer = decode(out, m.tgt_tokens);
+  const tgt = ["<bos>", ...Array.from(answer)];
+  const per = (result, name) => Array.from({ length: m.n_layers }, (_, l) => heads(result[`${name}_${l}`]));
+  const notes = [];
+  const kinds = [
+    kindState("encoder", per(encoded, "encoder_attention"), read.chars, read.chars, notes),
+    kindState("decoder", per(last, "decoder_attention"), tgt, tgt, notes),
+    kindState("cross", per(last, "cross_attention"), tgt, read.chars, notes),
+  ];
+  return { answer, text: `The model's answer: ${answer}`, kinds, notes };
+}
+
+async function runLM({ ort, manifest: m, sessions }, read) {
+  const ids = [...read.ids];
+  for (let step = 0; step < m.continue; step++) {
+    const { logits } = await sessions.lm.run({ ids: ids64(ort, ids) }, ["logits"]);
+    const vocab = m.tokens.length;
+    ids.push(argmax(logits.data.subarray((ids.length - 1) * vocab, ids.length * vocab)));
+  }
+  const result = await sessions.lm.run({ ids: ids64(ort, ids) });
+  const answer = decode(ids.slice(read.ids.length), m.tokens);
+  const tokens = ids.map((i) => m.tokens[i]);
+  const notes = [];
+  const layers = Array.from({ length: m.n_layers }, (_, l) => heads(result[`attention_${l}`]));
+  return { answer, text: `Greedy continuation: “${read.chars.join("")}” + “${answer}”`,
+    kinds: [kindState("decoder", layers, tokens, tokens, notes)], notes };
+}
+
 function render({ model, el }) {
   const uid = "tlx" + Math.random().toString(36).slice(2, 10);
   const ui = { active: null, col: null, cell: [0, 0], built: null };
@@ -84,7 +245,10 @@ function render({ model, el }) {
     h("label", {}, "Attention ", kindSel), h("label", {}, "Layer ", layerSel), h("label", {}, "Head ", headSel));
   const textBox = h("input", { type: "text", class: "tlx-text-input", "aria-label": "Your own input" });
   const status = h("span", { class: "tlx-status", role: "status" });
-  const form = h("form", { class: "tlx-input", hidden: true }, textBox, h("button", { type: "submit", text: "Run" }), status);
+  const runButton = h("button", { type: "submit", text: "Run" });
+  const form = h("form", { class: "tlx-input", hidden: true }, textBox, runButton, status);
+  const liveNote = h("p", { class: "tlx-live-note", hidden: true }); // where the browser's model comes from
+  const answerLine = h("p", { class: "tlx-answer", hidden: true, "aria-live": "polite" });
   const caption = h("p", { class: "tlx-caption", id: `${uid}-caption` });
   const table = h("table", { class: "tlx-heat", role: "grid", "aria-labelledby": `${uid}-caption` });
   const heatPanel = h("div", { class: "tlx-panel tlx-heat-panel" },
@@ -112,7 +276,7 @@ function render({ model, el }) {
     "Keyboard: Tab moves between the controls, the map, the tokens and the grid; arrow keys move " +
     "within the map (its numbers show below it), the tokens and the grid; Enter opens a map of the grid." });
   const root = h("div", { class: "tlx", role: "group", "aria-labelledby": `${uid}-title` },
-    title, controls, form, caption, h("div", { class: "tlx-main" }, heatPanel, linesPanel), readout, legend,
+    title, controls, form, liveNote, answerLine, caption, h("div", { class: "tlx-main" }, heatPanel, linesPanel), readout, legend,
     gridWrap, details, notes, help);
   el.replaceChildren(root);
 
@@ -422,19 +586,72 @@ function render({ model, el }) {
     }
   });
 
-  // ---- live input (only with a kernel: the kernel answers "hello" with "live") -------------
+  // ---- live input: with a kernel (it answers "hello" with "live"), or in the browser ----------
+  const browser = model.get("_browser");
+  let busy = false;
+  function say(text, error = false) {
+    status.textContent = text;
+    status.classList.toggle("tlx-error", error);
+  }
+  async function runInBrowser(text) {
+    const read = readText(text, browser);
+    if (read.error) {
+      say(read.error, true);
+      form.dataset.runs = String(Number(form.dataset.runs || 0) + 1);
+      return;
+    }
+    busy = true;
+    runButton.disabled = true;
+    answerLine.hidden = true;
+    try {
+      const first = !LOADED.has(absolute(browser.manifest));
+      say(first ? `downloading the model and onnxruntime-web (${megabytes(browser.bytes)})…` : "running…");
+      const live = await withTimeout(loadModel(browser), LOAD_SECONDS, "Loading the model");
+      say("running…");
+      const run = browser.kind === "causal-lm" ? runLM : runDates;
+      const result = await withTimeout(run(live, read), RUN_SECONDS, "The run");
+      const prefix = browser.kind === "causal-lm" ? "Your prompt" : "Your input";
+      model.set("data", { version: 1, title: `${prefix}: “${text}” (computed in your browser)`, decimals: 3,
+        kinds: result.kinds, notes: result.notes });
+      answerLine.textContent = result.text;
+      answerLine.dataset.answer = result.answer;
+      answerLine.hidden = false;
+      runButton.textContent = "Run";
+      say("");
+    } catch (err) {
+      say(`Could not run the model here: ${err && err.message ? err.message : err}`, true);
+    } finally {
+      busy = false;
+      runButton.disabled = false;
+      form.dataset.runs = String(Number(form.dataset.runs || 0) + 1); // finished runs (the tests wait on it)
+    }
+  }
   form.addEventListener("submit", (e) => {
     e.preventDefault();
-    status.textContent = "running…";
+    if (browser) {
+      if (!busy) runInBrowser(textBox.value);
+      return;
+    }
+    say("running…");
     model.send({ type: "text", text: textBox.value });
   });
+  if (browser) {
+    form.hidden = false;
+    textBox.placeholder = browser.placeholder || "";
+    textBox.setAttribute("aria-label", browser.kind === "causal-lm" ? "Your prompt" : "Your date");
+    runButton.textContent = `Run in your browser (downloads ${megabytes(browser.bytes)})`;
+    liveNote.textContent = `${browser.about} The first run downloads onnxruntime-web and the model ` +
+      `(${megabytes(browser.bytes)}) from this site; nothing leaves your browser.`;
+    liveNote.hidden = false;
+  }
   const onMessage = (msg) => {
     if (!msg || typeof msg !== "object") return;
     if (msg.type === "live") form.hidden = false;
-    else if (msg.type === "done") status.textContent = "";
-    else if (msg.type === "error") status.textContent = msg.message;
+    else if (msg.type === "done") say("");
+    else if (msg.type === "error") say(msg.message, true);
   };
   const hello = () => {
+    if (browser) return; // the browser computes: no kernel to greet
     textBox.placeholder = model.get("text_placeholder") || "";
     if (model.get("text_input")) model.send({ type: "hello" });
   };

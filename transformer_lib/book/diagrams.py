@@ -217,12 +217,18 @@ def you_are_here(highlight: Iterable[str] | str, title: str = "you are here", fi
 # --------------------------------------------------------------------------------------
 
 def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=None, step: int | None = None,
-                 ax=None, title: str | None = None):
+                 ax=None, title: str | None = None, bidirectional: bool = True):
     """Draw a recurrent encoder-decoder as boxes and arrows.
 
-    Without ``weights``: the encoder's last state becomes one vector ``c`` that every decoder
-    step receives (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
-    from every encoder state to decoder step ``step``, as thick and dark as the weight
+    The encoder reads ``src_tokens``: one row of forward states (arrows to the right) and, if
+    ``bidirectional``, a row of backward states (arrows to the left) below it. The decoder
+    writes ``tgt_tokens``, one state per token, each written token fed to the next step (the
+    thin arrows from a token to the next box).
+
+    Without ``weights``: the summary ``c``, made of the last forward state and, if
+    bidirectional, the first backward state, reaches every decoder step along one line below
+    the decoder (the bottleneck). With ``weights`` (T_y, T_x) and an output ``step``: lines
+    from every input position to decoder step ``step``, as thick and dark as the weight
     alpha[step, t'] (attention). Returns the matplotlib Axes.
     """
     import matplotlib.pyplot as plt
@@ -239,46 +245,156 @@ def draw_seq2seq(src_tokens: Iterable[str], tgt_tokens: Iterable[str], weights=N
         if step is None or not 0 <= step < n_y:
             raise ValueError(f"step: expected an output step in [0, {n_y}), got {step!r}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(0.5 * max(n_x, n_y) + 2.5, 3.0))
+        _, ax = plt.subplots(figsize=(min(6.5, 0.3 * max(n_x, n_y) + 1.5), 3.4))
     width = max(n_x, n_y) - 1.0
     enc_x = [i * width / max(n_x - 1, 1) for i in range(n_x)]
     dec_x = [i * width / max(n_y - 1, 1) for i in range(n_y)]
-    enc_y, dec_y, c_y = 0.0, 2.4, 1.2
+    fwd_y = 0.8 if bidirectional else 0.0          # the forward row, above the backward one
+    bwd_y, bus_in, bus_out, dec_y = 0.0, fwd_y + 0.75, fwd_y + 1.3, fwd_y + 1.9
+    half = 0.22  # half the height of a state box
 
-    def state(x, y, colour, label=""):  # one recurrent state: a small box
-        box(ax, x, y, label, colour, width=0.6, height=0.5, fontsize=8, lw=0.8)
+    def state(x, y, colour, edge="black", lw=0.8):  # one recurrent state: a small box
+        box(ax, x, y, "", colour, width=0.5, height=2 * half, lw=lw, edge=edge)
 
     def link(x0, y0, x1, y1, lw=0.8, alpha=1.0, colour="black"):  # an arrow that stops at the boxes
-        arrow(ax, [(x0, y0), (x1, y1)], colour=colour, lw=lw, alpha=alpha, shrink=9)
+        arrow(ax, [(x0, y0), (x1, y1)], colour=colour, lw=lw, alpha=alpha, shrink=6)
 
-    for i, (x, tok) in enumerate(zip(enc_x, src_tokens)):
-        state(x, enc_y, "#56B4E9")
-        ax.text(x, enc_y - 0.55, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
-        if i:
-            link(enc_x[i - 1], enc_y, x, enc_y)
+    summary_colour = "#CC79A7"
+    rows = [(fwd_y, 1)] + ([(bwd_y, -1)] if bidirectional else [])
+    for y, direction in rows:
+        ends = {enc_x[-1] if direction == 1 else enc_x[0]}  # the state that goes into c
+        for i, x in enumerate(enc_x):
+            on_c = weights is None and x in ends
+            state(x, y, "#56B4E9", edge=summary_colour if on_c else "black", lw=2.0 if on_c else 0.8)
+            if i:
+                a, b = (enc_x[i - 1], x) if direction == 1 else (x, enc_x[i - 1])
+                link(a, y, b, y)
+        ax.text(-0.7, y, "forward" if direction == 1 else "backward", ha="right", va="center", fontsize=9)
+    for x, tok in zip(enc_x, src_tokens):
+        ax.text(x, rows[-1][0] - half - 0.1, tok.replace(" ", "\u2423"), ha="center", va="top", fontsize=9)
     for i, (x, tok) in enumerate(zip(dec_x, tgt_tokens)):
         state(x, dec_y, "#E69F00")
-        ax.text(x, dec_y + 0.5, tok, ha="center", va="bottom", fontsize=9)
+        ax.text(x, dec_y + half + 0.08, tok, ha="center", va="bottom", fontsize=9)
         if i:
             link(dec_x[i - 1], dec_y, x, dec_y)
+            # the token just written is the next step's input
+            arrow(ax, [(dec_x[i - 1] + 0.15, dec_y + half + 0.1), (x - 0.2, dec_y + half)],
+                  colour="#777777", lw=0.6)
     if weights is None:
-        cx = width + 1.2
-        state(cx, c_y, "#CC79A7", "c")
-        link(enc_x[-1], enc_y, cx, c_y, lw=1.2)
+        cx = width + 1.4
+        box(ax, cx, bus_in, "c", summary_colour, width=0.7, height=0.42, fontsize=10, lw=1.0)
+        link(enc_x[-1], fwd_y, cx, bus_in, lw=1.2, colour=summary_colour)
+        if bidirectional:  # the first backward state, round the left and along to c
+            arrow(ax, [(enc_x[0] - 0.25, bwd_y), (-0.45, bwd_y), (-0.45, bus_in), (cx - 0.35, bus_in)],
+                  colour=summary_colour, lw=1.2)
+        # c reaches every decoder step along one line below the decoder
+        ax.plot([cx, cx, dec_x[0]], [bus_in + 0.21, bus_out, bus_out], color=summary_colour, lw=1.0,
+                solid_capstyle="butt", zorder=2)
         for x in dec_x:
-            link(cx, c_y, x, dec_y, lw=0.7, alpha=0.6)
+            arrow(ax, [(x, bus_out), (x, dec_y - half)], colour=summary_colour, lw=0.8)
     else:
         row = w[step] / max(float(w[step].max()), 1e-12)
         for x, a in zip(enc_x, row.tolist()):
             if a > 0.02:
-                link(x, enc_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, colour="#0072B2")
-    ax.text(-0.6, enc_y, "encoder", ha="right", va="center", fontsize=9)
-    ax.text(-0.6, dec_y, "decoder", ha="right", va="center", fontsize=9)
-    ax.set_xlim(-2.4, width + 2.0)
-    ax.set_ylim(-1.1, 3.4)
+                link(x, fwd_y, dec_x[step], dec_y, lw=0.4 + 2.6 * a, alpha=0.15 + 0.85 * a, colour="#0072B2")
+    ax.text(-0.7, dec_y, "decoder", ha="right", va="center", fontsize=9)
+    ax.set_xlim(-2.6, width + 2.0)
+    ax.set_ylim(rows[-1][0] - 0.9, dec_y + 0.8)
     ax.set_axis_off()
     if title:
-        ax.set_title(title)
+        ax.set_title(title, fontsize=10)
+    return ax
+
+
+# --------------------------------------------------------------------------------------
+# Parameter-free self-attention on a few 2-D word vectors (chapter 3's opening picture)
+# --------------------------------------------------------------------------------------
+
+def draw_average(X, words: Sequence[str], focus: str, figsize=(6.5, 3.3)):
+    """Parameter-free self-attention, softmax(X X^T) X, on a few two-dimensional word vectors.
+
+    Left: the output for the word ``focus`` gathers every input, each line as thick as its
+    weight (the weight written on it). Right: every input (filled dot) moves to its output
+    (ring), all inside the shaded convex hull of the inputs. ``X`` is (T, 2), one row per word
+    of ``words``. Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .asides import convex_hull
+
+    X = torch.as_tensor(X, dtype=torch.float64)
+    words = list(words)
+    if X.dim() != 2 or X.shape[1] != 2 or X.shape[0] != len(words):
+        raise ValueError(f"X: expected shape (len(words), 2) = ({len(words)}, 2), got {tuple(X.shape)}")
+    if focus not in words:
+        raise ValueError(f"focus: expected one of {words}, got {focus!r}")
+    W = (X @ X.T).softmax(dim=-1)
+    Y = W @ X
+    blue, orange = "#0072B2", "#D55E00"
+    fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1, 1.1]})
+
+    i = words.index(focus)
+    for j, word in enumerate(words):
+        ax_l.plot([j, i], [0, 1], color=blue, lw=0.5 + 12 * W[i, j].item(), alpha=0.8)
+        ax_l.text(j, -0.1, word, ha="center", va="top", fontsize=10)
+        ax_l.text(j, 0.12, f"{W[i, j]:.2f}", ha="center", fontsize=9,
+                  bbox=dict(facecolor="white", edgecolor="none", pad=1))
+    ax_l.text(i, 1.1, f"output for {focus!r}", ha="center", va="bottom", fontsize=10)
+    ax_l.scatter(range(len(words)), [0] * len(words), color=blue, zorder=3)
+    ax_l.scatter([i], [1], facecolors="white", edgecolors=orange, s=80, zorder=3)
+    ax_l.set_xlim(-0.6, len(words) - 0.4)
+    ax_l.set_ylim(-0.35, 1.3)
+    ax_l.set_title("a weighted sum of all inputs", fontsize=10)
+    ax_l.axis("off")
+
+    hull = convex_hull(X)
+    ax_r.fill(hull[:, 0], hull[:, 1], color="#56B4E9", alpha=0.2, label="convex hull of the inputs")
+    for j, word in enumerate(words):
+        (x0, y0), (x1, y1) = X[j].tolist(), Y[j].tolist()
+        ax_r.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops=dict(arrowstyle="->", color="grey"))
+        ax_r.scatter([x0], [y0], color=blue, zorder=3)
+        ax_r.scatter([x1], [y1], facecolors="white", edgecolors=orange, s=50, zorder=3)
+        ax_r.text(x0 + 0.06, y0 + 0.06, word, fontsize=10)
+    ax_r.scatter([], [], color=blue, label="input")
+    ax_r.scatter([], [], facecolors="white", edgecolors=orange, label="output")
+    ax_r.axhline(0, color="lightgrey", lw=0.8)
+    ax_r.axvline(0, color="lightgrey", lw=0.8)
+    ax_r.set_aspect("equal")
+    ax_r.set_xlabel("feature 1", fontsize=10)
+    ax_r.set_ylabel("feature 2", fontsize=10)
+    ax_r.tick_params(labelsize=9)
+    ax_r.set_title("inputs move towards what they resemble", fontsize=10)
+    ax_r.legend(loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, fontsize=9, frameon=False,
+                handletextpad=0.3, columnspacing=0.8)
+    fig.tight_layout()
+    return fig
+
+
+def draw_two_paths(ax=None):
+    """The two roads of X through parameter-free self-attention, Y = softmax(X X^T) X: along
+    the top X makes the weights (a product with itself, then a softmax: not linear in X);
+    along the bottom X is what the weights average (linear in X). Returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 2.4))
+    weights_colour, values_colour = "#E69F00", "#56B4E9"
+    box(ax, 0.0, 0.0, "$X$\n$(T, d)$", COLOURS["io"], width=1.0, height=0.8, fontsize=10)
+    box(ax, 2.0, 0.8, "scores\n$X X^\\top$", weights_colour, width=1.5, height=0.8, fontsize=10)
+    box(ax, 4.0, 0.8, "softmax\nof each row", weights_colour, width=1.5, height=0.8, fontsize=10)
+    box(ax, 6.4, 0.0, "$Y = W X$\n$(T, d)$", COLOURS["io"], width=1.3, height=0.8, fontsize=10)
+    arrow(ax, [(0.5, 0.2), (0.8, 0.8), (1.25, 0.8)], colour=weights_colour, lw=1.6)
+    arrow(ax, [(2.75, 0.8), (3.25, 0.8)], colour=weights_colour, lw=1.6)
+    arrow(ax, [(4.75, 0.8), (5.4, 0.8), (5.75, 0.2)], colour=weights_colour, lw=1.6)
+    ax.text(5.15, 1.0, "$W$", ha="center", va="bottom", fontsize=10)
+    arrow(ax, [(0.5, -0.2), (0.8, -0.8), (5.4, -0.8), (5.75, -0.2)], colour=values_colour, lw=1.6)
+    ax.text(3.0, 1.45, "the weights: not linear in $X$", ha="center", fontsize=10, color="#8a5a00")
+    ax.text(3.0, -1.05, "what is averaged: linear in $X$ (for fixed weights)", ha="center", va="top",
+            fontsize=10, color="#005a8c")
+    ax.set_xlim(-0.7, 7.2)
+    ax.set_ylim(-1.5, 1.8)
+    ax.axis("off")
     return ax
 
 

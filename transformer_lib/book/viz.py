@@ -75,7 +75,7 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     if annotate:
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
-                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=9,
                         color="black" if w[i, j] > 0.6 * (vmax or w.max()) else "white")
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
@@ -276,12 +276,13 @@ def plot_encoding_layouts(tables, sine_channels, title: str | None = None):
 
 def plot_similarity(similarity, labels: Sequence[str], group_size: int | None = None, ax=None,
                     title: str | None = None, fmt: str = "{:.1f}",
-                    colorbar_label: str | None = "cosine similarity"):
-    """An annotated heat map of an (n, n) similarity matrix (a cosine, say) on the fixed scale
-    -1 to 1, so that two maps drawn with it compare at a glance: a diverging colour map (red
-    for +1, blue for -1, white for 0), each number written in black or white, whichever reads
-    better on its cell. `group_size` draws lines between consecutive groups of that many
-    labels (the four languages of one month, say). Returns the Axes."""
+                    colorbar_label: str | None = "cosine similarity", annotate: bool = True):
+    """A heat map of an (n, n) similarity matrix (a cosine, say) on the fixed scale -1 to 1, so
+    that two maps drawn with it compare at a glance: a diverging colour map (red for +1, blue
+    for -1, white for 0). With `annotate`, each number is written in its cell in black or
+    white, whichever reads better (leave it off where the cells are too small for 9-point
+    text). `group_size` draws lines between consecutive groups of that many labels (the four
+    languages of one month, say). Returns the Axes."""
     s = as_numpy("similarity", similarity, lists=True)
     n = len(labels)
     if s.ndim != 2 or s.shape != (n, n):
@@ -299,9 +300,9 @@ def plot_similarity(similarity, labels: Sequence[str], group_size: int | None = 
     ax.set_xticks(range(n), labels=labels, rotation=90)
     ax.set_yticks(range(n), labels=labels)
     ax.set_aspect("equal")
-    for i in range(n):
+    for i in range(n if annotate else 0):
         for j in range(n):
-            ax.text(j, i, fmt.format(s[i, j]), ha="center", va="center", fontsize=7,
+            ax.text(j, i, fmt.format(s[i, j]), ha="center", va="center", fontsize=9,
                     color=text_colour(im.to_rgba(s[i, j])))
     if group_size is not None:
         for k in range(group_size, n, group_size):

@@ -308,24 +308,6 @@ def small_lm(seed: int = 0) -> CausalLM:
     return CausalLM(config).eval()
 
 
-def check_cache_test(test: Callable) -> str:
-    """Chapter 15's second exercise: `test(model) -> bool` should tell whether a `CausalLM`'s
-    cached steps (new tokens attending to the cached ones: fewer queries than keys) give the
-    logits of the full forward pass. It must return True for `small_lm()` and False for the
-    same model with `attention_causal_flag` swapped in, which agrees with it on every full
-    (square) forward pass. Returns a sentence starting "Correct" or "Not yet"."""
-    if not callable(test):
-        raise TypeError(f"test must be a function of a model, got {test!r}")
-    clean = small_lm()
-    flagged = use_attention(copy.deepcopy(clean), attention_causal_flag)
-    verdicts = {"the library's cached step": test(clean),
-                "is_causal=True in the cached step": test(flagged)}
-    expected = {"the library's cached step": True, "is_causal=True in the cached step": False}
-    if verdicts == expected:
-        return "Correct: your test passes the library's cache and catches the top-left mask."
-    return f"Not yet: expected {expected}, got {verdicts}"
-
-
 def checks(scales=SCALES) -> dict[str, Callable[[Suspect], bool]]:
     """The book's checks by name, the attention checks trying the scores at `scales`."""
     scales = _check_scales(scales)

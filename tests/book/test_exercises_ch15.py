@@ -168,20 +168,13 @@ def test_the_cache_test_solution_and_other_right_tests_pass():
     (fresh_cache_per_piece, "passes the top-left causal mask"),
     (lambda model: False, "fails the library's model"),
     (lambda model: None, "should return True or False"),
+    # cached and full passes add in different orders: exact equality fails the right model
+    # (measured under this machine's kernels, default and avx2)
+    (exact_comparison, "with a tolerance"),
 ])
 def test_wrong_cache_tests_fail_and_say_what_is_wrong(test, message):
     with pytest.raises(AssertionError, match=message):
         ch15.check_cache_test(test)
-
-
-def test_an_exact_cache_comparison_is_refused_only_if_the_passes_round_differently():
-    # torch.equal may hold on this machine; if it does not, the check must say why
-    model = bh.small_lm()
-    if exact_comparison(model):
-        assert ch15.check_cache_test(exact_comparison).startswith("Correct")
-    else:
-        with pytest.raises(AssertionError, match="with a tolerance"):
-            ch15.check_cache_test(exact_comparison)
 
 
 def test_the_shortcut_equals_the_library_on_square_passes_only():

@@ -38,7 +38,8 @@ def what_is_held(T: int = 48, block: int = 8, window: int = 4, n_global: int = 2
     """Chapter 13's opening picture: for T queries, which query-key scores four methods hold at
     one moment (blue) and which they do not (grey): exact attention, exact attention over
     blocks of keys (the third block shown), a sliding window with global tokens, and
-    Linformer's T x r scores. Returns the Figure (2 x 2 panels, 6.5 x 6 inches)."""
+    Linformer's T x r scores, drawn on the same scale as the others (the white part of its
+    panel is not a score at all). Returns the Figure (2 x 2 panels, 6.5 x 6 inches)."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
@@ -53,8 +54,10 @@ def what_is_held(T: int = 48, block: int = 8, window: int = 4, n_global: int = 2
     fig, axes = plt.subplots(2, 2, figsize=(6.5, 6.0),
                              gridspec_kw={"width_ratios": [1, 1], "hspace": 0.45})
     for ax, (title, held, xlabel) in zip(axes.flat, _panels(T, block, window, n_global, rank)):
-        ax.imshow(held.float(), cmap=cmap, vmin=0, vmax=1, aspect="auto",
+        ax.imshow(held.float().numpy(), cmap=cmap, vmin=0, vmax=1, aspect="auto",
                   interpolation="nearest")
+        ax.set_xlim(-0.5, T - 0.5)  # every panel on the same scale: Linformer's r columns
+        ax.set_ylim(T - 0.5, -0.5)  # take r / T of the width
         ax.set_title(title, fontsize=10)
         ax.set_xlabel(xlabel, fontsize=10)
         ax.set_ylabel("query position", fontsize=10)

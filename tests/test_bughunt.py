@@ -219,9 +219,18 @@ def test_show_diff_shows_the_one_changed_line():
     assert bh.show_diff(bh.plain_greedy, bh.greedy_dropout_on) == "- model.eval()"
 
 
-def test_format_table_marks_caught_cells():
-    text = bh.format_table({"a bug": {"x": "caught", "y": ".", "z": "error"}})
-    assert text.splitlines()[1].split() == ["a", "bug", "caught", ".", "error"]
+def test_format_table_marks_caught_cells_with_a_check_per_row_and_fits_the_page():
+    caught = {"clean (the library)": {"x": ".", "y": ".", "z": "."},
+              "4 a bug": {"x": "caught", "y": ".", "z": "error"}}
+    lines = bh.format_table(caught).splitlines()
+    assert lines[0].split() == ["check", "clean", "4"]
+    assert [line.split() for line in lines[1:4]] == [["x", ".", "X"], ["y", ".", "."],
+                                                      ["z", ".", "E"]]
+    assert lines[-1] == "4 = a bug" and all(len(line) <= 88 for line in lines)
+    table = bh.caught_by([bh.Suspect()] + list(BUGS.values()), {"rotation": bh.rotation_holds})
+    assert max(len(line) for line in bh.format_table(table).splitlines()) <= 88
+    with pytest.raises(ValueError, match="wider than width=20"):
+        bh.format_table(caught, width=20)
 
 
 def test_the_cheat_sheet_of_bug_2_lowers_the_training_loss_and_breaks_greedy_output():

@@ -343,12 +343,35 @@ def caught_by(suspects: list[Suspect], checks: dict[str, Callable[[Suspect], boo
     return table
 
 
-def format_table(caught: dict[str, dict[str, str]]) -> str:
-    """A text table: one row per suspect, one column per check, the verdicts of `caught_by`."""
+def _label(name: str) -> str:
+    first = name.split()[0] if name.split() else name
+    return first if first.isdigit() else "clean" if name.startswith("clean") else name
+
+
+def format_table(caught: dict[str, dict[str, str]], width: int = 88) -> str:
+    """A text table of the verdicts of `caught_by`, at most `width` characters wide: one row
+    per check, one column per suspect (labelled by its number, or "clean"), "X" where the
+    check fails (the suspect is caught), "." where it passes, "E" where it raised; then a
+    legend naming the suspects."""
+    import textwrap
+
+    suspects = list(caught)
     checks = list(next(iter(caught.values())))
-    width = max(len(name) for name in caught) + 2
-    cols = [max(len(c), 6) + 2 for c in checks]
-    lines = ["".ljust(width) + "".join(c.rjust(w) for c, w in zip(checks, cols))]
-    for name, row in caught.items():
-        lines.append(name.ljust(width) + "".join(row[c].rjust(w) for c, w in zip(checks, cols)))
+    labels = [_label(name) for name in suspects]
+    mark = {"caught": "X", ".": ".", "error": "E"}
+    first = max(len(c) for c in checks + ["check"]) + 2
+    col = max(max(len(label) for label in labels) + 2, 4)
+    lines = ["check".ljust(first) + "".join(label.rjust(col) for label in labels)]
+    for check in checks:
+        lines.append(check.ljust(first) + "".join(
+            mark.get(caught[name][check], caught[name][check]).rjust(col) for name in suspects))
+    named = [f"{label} = {name.split(' ', 1)[1]}" for label, name in zip(labels, suspects)
+             if label.isdigit() and " " in name]
+    lines.append(textwrap.fill("X: the check fails, the suspect is caught; .: it passes; "
+                               "E: it raised", width))
+    if named:
+        lines.append(textwrap.fill("; ".join(named), width))
+    too_wide = [line for line in lines if len(line) > width]
+    if too_wide:
+        raise ValueError(f"the table is wider than width={width}: {too_wide[0]!r}")
     return "\n".join(lines)

@@ -65,8 +65,7 @@ def check_mask_test(test: Callable) -> str:
     for name, (fn, hint) in wrong.items():
         if _verdict(test, fn, name):
             raise AssertionError(f"{hint} ({name})")
-    return ("Correct: your test passes the correct attention rules and catches the -1e4 "
-            "and -1e-9 fills.")
+    return "Correct: your test passes the correct rules and catches the -1e4 and -1e-9 fills."
 
 
 def check_cache_test(test: Callable) -> str:

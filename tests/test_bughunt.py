@@ -227,8 +227,12 @@ def test_format_table_marks_caught_cells_with_a_check_per_row_and_fits_the_page(
     assert [line.split() for line in lines[1:4]] == [["x", ".", "X"], ["y", ".", "."],
                                                       ["z", ".", "E"]]
     assert lines[-1] == "4 = a bug" and all(len(line) <= 88 for line in lines)
-    table = bh.caught_by([bh.Suspect()] + list(BUGS.values()), {"rotation": bh.rotation_holds})
-    assert max(len(line) for line in bh.format_table(table).splitlines()) <= 88
+    long_names = [bh.Suspect()] + [bh.Suspect(f"{n} a planted bug with a long name {n}")
+                                   for n in range(1, 9)]
+    table = bh.caught_by(long_names, {"rotation": bh.rotation_holds})
+    text = bh.format_table(table)
+    assert max(len(line) for line in text.splitlines()) <= 88
+    assert "8 = a planted bug with a long name 8" in " ".join(text.split())
     with pytest.raises(ValueError, match="wider than width=20"):
         bh.format_table(caught, width=20)
 

@@ -369,9 +369,17 @@ def format_table(caught: dict[str, dict[str, str]], width: int = 88) -> str:
              if label.isdigit() and " " in name]
     lines.append(textwrap.fill("X: the check fails, the suspect is caught; .: it passes; "
                                "E: it raised", width))
-    if named:
-        lines.append(textwrap.fill("; ".join(named), width))
-    too_wide = [line for line in lines if len(line) > width]
+    legend = ""
+    for entry in named:  # pack whole entries into lines, never splitting one
+        if legend and len(legend) + 2 + len(entry) > width:
+            lines.append(legend + ";")
+            legend = entry
+        else:
+            legend = f"{legend}; {entry}" if legend else entry
+    if legend:
+        lines.append(legend)
+    text = "\n".join(lines)
+    too_wide = [line for line in text.splitlines() if len(line) > width]
     if too_wide:
         raise ValueError(f"the table is wider than width={width}: {too_wide[0]!r}")
-    return "\n".join(lines)
+    return text

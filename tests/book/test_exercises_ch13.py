@@ -76,6 +76,29 @@ def normalised_o(m, ell, o, scores, values):
     return m_new, ell_new, o_new / ell_new  # keeps o divided by l: the check divides again
 
 
+def stale_first_block_maximum(m, ell, o, scores, values):
+    m_new = torch.where(torch.isinf(m), scores.amax(-1, keepdim=True), m)  # never updated
+    c, p = torch.exp(m - m_new).nan_to_num(0.0), torch.exp(scores - m_new)
+    return m_new, ell * c + p.sum(-1, keepdim=True), o * c + p @ values
+
+
+def per_block_maximum_without_rescaling(m, ell, o, scores, values):
+    m_new = scores.amax(-1, keepdim=True)
+    p = torch.exp(scores - m_new)
+    return m_new, ell + p.sum(-1, keepdim=True), o + p @ values
+
+
+def clamps_the_scores(m, ell, o, scores, values):
+    m_new = torch.maximum(m, scores.amax(-1, keepdim=True))
+    p = torch.exp(scores.clamp(-80, 80))  # keeps exp finite, but changes the weights
+    return m_new, ell + p.sum(-1, keepdim=True), o + p @ values
+
+
+def returns_the_old_maximum(m, ell, o, scores, values):
+    _, ell_new, o_new = solution(m, ell, o, scores, values)
+    return m, ell_new, o_new
+
+
 def returns_a_list(m, ell, o, scores, values):
     return list(solution(m, ell, o, scores, values))
 
@@ -95,6 +118,10 @@ def test_the_solution_and_other_right_answers_pass():
     (mean_shift, "running maximum"),
     (normalised_o, "return the unnormalised o"),
     (returns_a_list, "tuple"),
+    (stale_first_block_maximum, "running maximum"),
+    (per_block_maximum_without_rescaling, "running maximum"),
+    (clamps_the_scores, "differs from softmax"),
+    (returns_the_old_maximum, "running maximum"),
 ])
 def test_wrong_answers_fail_and_say_what_is_wrong(answer, message):
     with pytest.raises(AssertionError, match=message):

@@ -43,3 +43,30 @@ def test_plot_growth_draws_each_series_and_a_reference_slope():
         costs.plot_growth([1, 2, 4], {"a": [1, 2]}, xlabel="x", ylabel="y")
     with pytest.raises(ValueError, match="slope_from"):
         costs.plot_growth([1, 2], {"a": [1, 2]}, xlabel="x", ylabel="y", slope_from="c")
+
+
+def test_plot_window_accuracy_draws_bolted_on_trained_and_full():
+    ax = costs.plot_window_accuracy({None: 0.99, 4: 0.8, 2: 0.5}, {2: 0.98}, [4, 2])
+    lines = ax.get_lines()
+    assert list(lines[0].get_ydata()) == [80.0, 50.0]
+    assert list(lines[1].get_xdata()) == [1] and list(lines[1].get_ydata()) == [98.0]
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="no value for windows"):
+        costs.plot_window_accuracy({4: 0.8}, {}, [4])
+
+
+def test_plot_loss_curves_and_generation_speed():
+    steps = [0, 100, 200]
+    fig = costs.plot_loss_curves(steps, {"a": [5.0, 3.0, 2.0]}, [5.0] * 50 + [2.0] * 50,
+                                 reference=3.2, zoom_from=100)
+    top, bottom = fig.axes
+    assert list(bottom.get_lines()[0].get_xdata()) == [100, 200]
+    assert len(top.get_lines()[0].get_xdata()) == 4  # 100 batch losses, means of 25
+    plt.close(fig)
+    with pytest.raises(ValueError, match="curve 'a' has 2 values for 3 steps"):
+        costs.plot_loss_curves(steps, {"a": [1.0, 2.0]}, [1.0] * 25, 1.0, 0)
+    fig = costs.plot_generation_speed([32, 64], [100.0, 50.0], [200.0, 200.0])
+    assert list(fig.axes[1].get_lines()[0].get_ydata()) == [2.0, 4.0]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="one rate per length"):
+        costs.plot_generation_speed([32], [1.0, 2.0], [1.0])

@@ -1,6 +1,7 @@
 """Figures of the cost chapters: what each kind of attention holds in memory (chapter 13's
-opening picture), and growth curves on log-log axes (time and memory against the length,
-tokens per second against the batch).
+opening picture), growth curves on log-log axes (time and memory against the length), the
+window's cost to the date model (chapter 13), and the language model's loss curves and
+generation speed (chapter 14).
 
 Every figure is at most 6.5 inches wide with text of at least 9 points, so that it stays
 legible when the page shrinks it to the width of the text.
@@ -13,7 +14,8 @@ import torch
 
 from ..efficient import sliding_window_mask
 
-__all__ = ["HELD", "NOT_HELD", "what_is_held", "plot_growth"]
+__all__ = ["HELD", "NOT_HELD", "what_is_held", "plot_growth", "plot_window_accuracy",
+           "plot_loss_curves", "plot_generation_speed"]
 
 #: The two colours of `what_is_held` (Okabe-Ito blue, and a light grey): colour-blind safe
 #: and distinct in grey scale.
@@ -102,3 +104,86 @@ def plot_growth(x: Sequence[float], series: Mapping[str, Sequence[float]], ax=No
         ax.set_title(title, fontsize=11)
     ax.legend(fontsize=9)
     return ax
+
+
+def plot_window_accuracy(bolted_on: Mapping, trained: Mapping, windows: Sequence[int],
+                         ax=None):
+    """Chapter 13: exact match (fractions) of the date model with a sliding window of each
+    size in `windows` bolted on (`bolted_on[w]`; `bolted_on[None]` is full attention, a
+    dotted line), and after training with the window (`trained[w]`, squares). Returns the
+    Axes (a new 6.5 x 4 inch figure when `ax` is None)."""
+    import matplotlib.pyplot as plt
+
+    missing = [w for w in list(windows) + [None] if w not in bolted_on]
+    missing += [w for w in trained if w not in windows]
+    if missing:
+        raise ValueError(f"no value for windows {missing}: bolted_on needs every window and "
+                         "None (full attention); trained's windows must be among `windows`")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.5, 4.0))
+    xs = range(len(windows))
+    ax.plot(xs, [100 * bolted_on[w] for w in windows], "o-",
+            label="bolted onto the trained model")
+    ax.plot([list(windows).index(w) for w in trained], [100 * trained[w] for w in trained],
+            "s", markersize=9, label="after training with it")
+    ax.axhline(100 * bolted_on[None], color="k", ls=":", label="full attention")
+    ax.set_xticks(list(xs), [str(w) for w in windows])
+    ax.set(xlabel="window (keys on each side) + 1 global token", ylabel="exact match (%)",
+           ylim=(0, 105))
+    ax.legend(loc="lower left", fontsize=10)
+    return ax
+
+
+def plot_loss_curves(steps: Sequence[int], curves: Mapping[str, Sequence[float]],
+                     batch_losses: Sequence[float], reference: float, zoom_from: int):
+    """Chapter 14: held-out losses (`curves`: name -> one value per step of `steps`) and the
+    training batches' losses (means of 25 steps) on a log scale with a horizontal
+    `reference` line (the unigram entropy), and below, the curves from step `zoom_from` on,
+    magnified. Returns the Figure (6.5 x 7.5 inches, two panels)."""
+    import matplotlib.pyplot as plt
+
+    for name, curve in curves.items():
+        if len(curve) != len(steps):
+            raise ValueError(f"curve {name!r} has {len(curve)} values for {len(steps)} steps")
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6.5, 7.5))
+    losses = torch.as_tensor(list(batch_losses), dtype=torch.float64)
+    per_25 = losses[: len(losses) // 25 * 25].reshape(-1, 25).mean(1)
+    ax1.plot((torch.arange(len(per_25)) * 25 + 13).tolist(), per_25.tolist(), color="0.6",
+             label="training batches (mean of 25 steps)")
+    late = [i for i, s in enumerate(steps) if s >= zoom_from]
+    for (name, curve), style in zip(curves.items(), ("o-", "s--", "^:", "v-.")):
+        ax1.plot(list(steps), list(curve), style, label=f"{name} (every window)")
+        ax2.plot([steps[i] for i in late], [curve[i] for i in late], style, label=name)
+    ax1.axhline(reference, color="0.4", ls="-.", label="unigram entropy $H_1$")
+    ax1.set_yscale("log")
+    ax1.set_yticks([1.5, 2, 3, 4, 5], labels=["1.5", "2", "3", "4", "5"])
+    ax1.minorticks_off()
+    ax1.set(xlabel="step", ylabel="nats per character (log)", ylim=(1.4, 6))
+    ax1.legend(fontsize=9)
+    ax2.set(xlabel="step", ylabel="nats per character", title=f"from step {zoom_from}, magnified")
+    ax2.legend(fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_generation_speed(lengths: Sequence[int], without: Sequence[float],
+                          with_cache: Sequence[float]):
+    """Chapter 14: tokens per second against the number of tokens generated, without and
+    with the key/value cache, and below, the cache's speed-up. Returns the Figure (6.5 x 6.5
+    inches, two panels)."""
+    import matplotlib.pyplot as plt
+
+    if not len(lengths) == len(without) == len(with_cache):
+        raise ValueError(f"need one rate per length: {len(lengths)} lengths, "
+                         f"{len(without)} and {len(with_cache)} rates")
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(6.5, 6.5), sharex=True)
+    ax1.plot(list(lengths), list(without), "o-", label="without cache")
+    ax1.plot(list(lengths), list(with_cache), "s-", label="with cache")
+    ax1.set(ylabel="tokens per second", title="generation speed", ylim=(0, None))
+    ax1.legend()
+    ax2.plot(list(lengths), [b / a for a, b in zip(without, with_cache)], "o-",
+             color="#D55E00")
+    ax2.set(xlabel="tokens generated", ylabel="speed-up (x)", title="cache speed-up",
+            ylim=(0, None))
+    fig.tight_layout()
+    return fig

@@ -237,10 +237,12 @@ def test_format_table_marks_caught_cells_with_a_check_per_row_and_fits_the_page(
         bh.format_table(caught, width=20)
 
 
-def test_the_cheat_sheet_of_bug_2_lowers_the_training_loss_and_breaks_greedy_output():
+def test_the_cheat_sheet_of_bug_2_trains_as_well_as_the_clean_model_and_breaks_greedy_output():
+    # chapter 15 claims, over 5 seeds and three kernel sets, a training loss below 1.3 times
+    # the clean model's (it was lower in 14 of 15 runs) and a greedy exact match below 10%
     clean = bh.train_briefly(bh.Suspect(), steps=120)
     leaky = bh.train_briefly(BUGS["2"], steps=120)
-    assert leaky["train loss"] < clean["train loss"]
+    assert leaky["train loss"] < 1.3 * clean["train loss"]
     assert leaky["greedy"] < 0.1 < leaky["teacher-forced"]
     assert set(clean) == {"train loss", "teacher-forced", "greedy"}
     with pytest.raises(ValueError, match="steps"):

@@ -279,8 +279,8 @@ def train_briefly(suspect: Suspect, steps: int = 200, seed: int = 0) -> dict[str
     measure it on 300 held-out strings. Returns {"train loss": mean of the last 20 training
     losses, "teacher-forced": exact match when every position reads the correct prefix
     (`training.evaluate`), "greedy": exact match of greedy decoding (`decoding.greedy_decode`),
-    the output a user gets}. Bug 2's cheat sheet shows as a low training loss and a high
-    teacher-forced score with a low greedy one."""
+    the output a user gets}. Bug 2's cheat sheet shows as a training loss as low as the clean
+    model's (lower for most seeds) and a high teacher-forced score with a greedy one near 0."""
     check_positive_int("steps", steps)
     alphabet = "abcdefgh"
     vocab = Vocab(alphabet)

@@ -39,21 +39,25 @@ def encode_slashes(svg: str) -> str:
 
 
 def merge_streams(outputs: list) -> list:
-    """Consecutive outputs of one stream (stdout, stderr) as one output: a cell's printed text is
-    one box on the site, however the kernel happened to flush it. Nothing is reordered."""
-    merged: list = []
+    """Consecutive outputs of one stream (stdout, stderr) joined into one, as one `print`
+    would have written them: a loaded machine may deliver a cell's text in several messages,
+    which the site would show as several boxes. (nbval joins them the same way before it
+    compares, so the check is unchanged.)"""
+    merged = []
     for out in outputs:
-        if (out.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+        if (merged and out.get("output_type") == "stream"
+                and merged[-1].get("output_type") == "stream"
                 and merged[-1].get("name") == out.get("name")):
-            merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(out["text"])
+            text = "".join(merged[-1]["text"]) + "".join(out["text"])
+            merged[-1]["text"] = text.splitlines(keepends=True)
         else:
             merged.append(out)
     return merged
 
 
 def tidy_outputs(nb: nbformat.NotebookNode) -> None:
-    """Merge each cell's consecutive stream outputs (`merge_streams`) and apply `encode_slashes`
-    to every SVG output of the notebook, in place."""
+    """Join each cell's consecutive stream outputs (`merge_streams`) and apply
+    `encode_slashes` to every SVG output of the notebook, in place."""
     for cell in nb.cells:
         if "outputs" in cell:
             cell["outputs"] = merge_streams(cell["outputs"])

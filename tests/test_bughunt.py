@@ -96,11 +96,11 @@ BUGS = {
     "2": bh.Suspect("2", attention_fn=bh.attention_fill_tiny),
     "3": bh.Suspect("3", loss=bh.smoothed_loss_log_of_softmax),
     "4": bh.Suspect("4", encoding_fn=bh.encoding_frequency_per_channel),
-    "5": bh.Suspect("5", attention_fn=bh.attention_fill_1e4),
-    "6": bh.Suspect("6", padding_mask_fn=bh.padding_mask_on_queries),
-    "7": bh.Suspect("7", shift_fn=bh.target_not_shifted),
-    "8": bh.Suspect("8", decode_fn=bh.greedy_dropout_on),
-}
+    "5": bh.Suspect("5", padding_mask_fn=bh.padding_mask_on_queries),
+    "6": bh.Suspect("6", shift_fn=bh.target_not_shifted),
+    "7": bh.Suspect("7", decode_fn=bh.greedy_dropout_on),
+    "8": bh.Suspect("8", attention_fn=bh.attention_fill_1e4),
+}  # numbered as chapter 15 numbers them
 
 
 def test_plain_padding_shift_and_greedy_equal_the_library():
@@ -129,10 +129,10 @@ EXPECTED = {  # bug -> the checks that catch it, at the default scales
     "2": {"torch.nn", "causal", "padding"},
     "3": {"finite loss"},
     "4": {"rotation"},
-    "5": {"causal", "padding"},
-    "6": {"torch.nn", "padding"},
-    "7": {"next token"},
-    "8": {"eval mode"},
+    "5": {"torch.nn", "padding"},
+    "6": {"next token"},
+    "7": {"eval mode"},
+    "8": {"causal", "padding"},
 }
 
 
@@ -144,7 +144,7 @@ def test_each_bug_is_caught_by_exactly_the_expected_checks(bug):
 
 
 def test_the_minus_1e4_fill_is_caught_only_when_the_checks_try_large_scores():
-    at_one = bh.caught_by([BUGS["5"]], bh.checks(scales=(1.0,)))["5"]
+    at_one = bh.caught_by([BUGS["8"]], bh.checks(scales=(1.0,)))["8"]
     assert set(at_one.values()) == {"."}  # at scores of order 1 every check passes
     assert bh.CHECKS["causal"].keywords["scales"] == bh.SCALES and max(bh.SCALES) >= 1e4
 
@@ -178,18 +178,18 @@ def test_the_query_side_padding_mask_is_refused_when_lengths_differ():
     model = bh.small_model()
     src, tgt = torch.randint(3, bh.VOCAB, (2, 6)), torch.randint(3, bh.VOCAB, (2, 4))
     with pytest.raises(ValueError, match="mask"):
-        bh.run(model, BUGS["6"], src, tgt)
+        bh.run(model, BUGS["5"], src, tgt)
 
     def unequal(suspect):
         bh.run(bh.small_model(), suspect, src, tgt)
         return True
 
-    assert bh.caught_by([BUGS["6"]], {"unequal lengths": unequal})["6"] == {"unequal lengths": "error"}
+    assert bh.caught_by([BUGS["5"]], {"unequal lengths": unequal})["5"] == {"unequal lengths": "error"}
 
 
 def test_copies_input_accuracy_is_chance_for_the_shifted_target_and_one_for_the_bug():
     assert bh.copies_input_accuracy(bh.Suspect()) < 0.15
-    assert bh.copies_input_accuracy(BUGS["7"]) == 1.0
+    assert bh.copies_input_accuracy(BUGS["6"]) == 1.0
 
 
 def test_suspect_pieces_are_checked_when_made():
@@ -219,15 +219,30 @@ def test_show_diff_shows_the_one_changed_line():
     assert bh.show_diff(bh.plain_greedy, bh.greedy_dropout_on) == "- model.eval()"
 
 
-def test_format_table_marks_caught_cells():
-    text = bh.format_table({"a bug": {"x": "caught", "y": ".", "z": "error"}})
-    assert text.splitlines()[1].split() == ["a", "bug", "caught", ".", "error"]
+def test_format_table_marks_caught_cells_with_a_check_per_row_and_fits_the_page():
+    caught = {"clean (the library)": {"x": ".", "y": ".", "z": "."},
+              "4 a bug": {"x": "caught", "y": ".", "z": "error"}}
+    lines = bh.format_table(caught).splitlines()
+    assert lines[0].split() == ["check", "clean", "4"]
+    assert [line.split() for line in lines[1:4]] == [["x", ".", "X"], ["y", ".", "."],
+                                                      ["z", ".", "E"]]
+    assert lines[-1] == "4 = a bug" and all(len(line) <= 88 for line in lines)
+    long_names = [bh.Suspect()] + [bh.Suspect(f"{n} a planted bug with a long name {n}")
+                                   for n in range(1, 9)]
+    table = bh.caught_by(long_names, {"rotation": bh.rotation_holds})
+    text = bh.format_table(table)
+    assert max(len(line) for line in text.splitlines()) <= 88
+    assert "8 = a planted bug with a long name 8" in " ".join(text.split())
+    with pytest.raises(ValueError, match="wider than width=20"):
+        bh.format_table(caught, width=20)
 
 
-def test_the_cheat_sheet_of_bug_2_lowers_the_training_loss_and_breaks_greedy_output():
+def test_the_cheat_sheet_of_bug_2_trains_as_well_as_the_clean_model_and_breaks_greedy_output():
+    # chapter 15 claims, over 5 seeds and three kernel sets, a training loss below 1.3 times
+    # the clean model's (it was lower in 14 of 15 runs) and a greedy exact match below 10%
     clean = bh.train_briefly(bh.Suspect(), steps=120)
     leaky = bh.train_briefly(BUGS["2"], steps=120)
-    assert leaky["train loss"] < clean["train loss"]
+    assert leaky["train loss"] < 1.3 * clean["train loss"]
     assert leaky["greedy"] < 0.1 < leaky["teacher-forced"]
     assert set(clean) == {"train loss", "teacher-forced", "greedy"}
     with pytest.raises(ValueError, match="steps"):
@@ -257,11 +272,3 @@ def test_the_causal_flag_equals_the_library_on_square_passes_only():
     with torch.no_grad():
         torch.testing.assert_close(flagged(ids), model(ids))
     assert cache_agrees(model) and not cache_agrees(flagged)
-
-
-def test_the_cache_exercise_check_passes_a_right_answer_and_fails_wrong_ones():
-    assert bh.check_cache_test(cache_agrees).startswith("Correct")
-    assert bh.check_cache_test(square_only).startswith("Not yet")
-    assert bh.check_cache_test(lambda model: False).startswith("Not yet")
-    with pytest.raises(TypeError, match="test"):
-        bh.check_cache_test("cache_agrees")

@@ -6,7 +6,6 @@
   Dao et al. 2022, arXiv:2205.14135). It never holds more than (q_len, block_size) scores.
   Its backward pass is autograd's, which keeps every block: `flash.flash_attention` is the
   version whose backward pass is linear in memory too.
-- `check_online_update`: the check of chapter 13's exercise (one step of the online softmax).
 - `sliding_window_mask` and `sliding_window_attention`: each token attends to its neighbours
   within `window` positions on each side, plus a few global tokens that attend and are
   attended everywhere (Longformer, Beltagy et al. 2020, arXiv:2004.05150; BigBird, Zaheer et
@@ -31,7 +30,7 @@ from ._checks import check_positive_int, check_tensor
 from .attention import check_qkv
 
 __all__ = [
-    "blockwise_attention", "check_online_update", "sliding_window_mask",
+    "blockwise_attention", "sliding_window_mask",
     "sliding_window_attention", "linformer_attention", "random_projection",
     "segment_mean_projection", "peak_tensor_memory",  # noqa: F822 (module __getattr__)
 ]
@@ -110,54 +109,6 @@ def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> 
         o = o * correction + p @ value[..., start:stop, :]
         m = m_new
     return o / ell.masked_fill(ell == 0, 1.0)  # rows with no allowed key: o = 0, output 0
-
-
-#: The cases `check_online_update` folds: (what they test, dtype, offset, spread). Scores are
-#: offset + spread * N(0, 1). exp overflows past 709.8 in float64 and 88.7 in float32, and
-#: underflows to 0 below about -745 and -103: only an answer that subtracts the running
-#: maximum survives the last three.
-ONLINE_CASES = (
-    ("scores of order 1 (float64)", torch.float64, 0.0, 1.0),
-    ("scores of order 100 with big jumps (float64)", torch.float64, 0.0, 300.0),
-    ("scores near +800, where exp(s) overflows float64", torch.float64, 800.0, 5.0),
-    ("scores near -800, where exp(s) underflows to 0", torch.float64, -800.0, 5.0),
-    ("float32 scores of order 100, where exp(s) overflows float32", torch.float32, 0.0, 100.0),
-)
-
-
-def check_online_update(online_update, cases=ONLINE_CASES) -> str:
-    """Chapter 13's exercise: does `online_update(m, l, o, scores, values) -> (m, l, o)`
-    implement one step of the online softmax (equation 2 of the chapter)?
-
-    Starting from m = -inf, l = 0, o = 0 ((T_q, 1), (T_q, 1), (T_q, d_v)), it folds in blocks
-    of unequal sizes of `scores` (T_q, b) and `values` (b, d_v), and compares o / l with
-    softmax(scores) @ values computed in float64, for every case of `cases`. Returns a
-    sentence starting "Correct" or "Not yet". Answers that never subtract the running maximum
-    fail the overflow and underflow cases; answers that do not rescale the old sums by
-    exp(m - m') fail the comparison.
-    """
-    if not callable(online_update):
-        raise TypeError(f"online_update must be a function, got {online_update!r}")
-    gen = torch.Generator().manual_seed(3)
-    edges = (0, 5, 11, 20, 24)  # blocks of 5, 6, 9 and 4 keys
-    for what, dtype, offset, spread in cases:
-        scores = offset + spread * torch.randn(5, 24, generator=gen, dtype=torch.float64)
-        values = torch.randn(24, 3, generator=gen, dtype=torch.float64)
-        expected = scores.softmax(-1) @ values
-        scores, values = scores.to(dtype), values.to(dtype)
-        m = torch.full((5, 1), -math.inf, dtype=dtype)
-        ell, o = torch.zeros(5, 1, dtype=dtype), torch.zeros(5, 3, dtype=dtype)
-        for start, stop in zip(edges, edges[1:]):
-            m, ell, o = online_update(m, ell, o, scores[:, start:stop], values[start:stop])
-        got = (o / ell).double()
-        if not torch.isfinite(got).all():
-            return (f"Not yet: with {what}, o / l is not finite "
-                    "(subtract the running maximum before exp)")
-        tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else {}
-        if not torch.allclose(got, expected, **tol):
-            return (f"Not yet: with {what}, o / l differs from softmax(scores) @ values "
-                    "(rescale the old sums by exp(m - m_new))")
-    return "Correct: folding in the blocks one by one gives the exact softmax average."
 
 
 def _check_window(length: int, window: int, n_global: int) -> None:

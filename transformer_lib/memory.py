@@ -28,12 +28,18 @@ __all__ = ["peak_tensor_memory"]
 class peak_tensor_memory(TorchDispatchMode):
     """Context manager: the peak number of bytes held by tensors created inside the block.
 
-    Every PyTorch operation passes through `__torch_dispatch__`; each tensor it returns is
-    recorded (once per storage, so views are free) with a weak reference, and after every
-    operation the bytes of the storages still alive are summed. `peak` is the largest sum,
-    `current` the last. Tensors that existed before the block are not counted, and scratch
-    buffers that a fused kernel allocates and frees inside one operation are invisible. The
-    count depends only on which operations run, not on the machine or its numeric kernels.
+    Every PyTorch operation passes through `__torch_dispatch__`. An operation that creates
+    tensors (its schema declares no alias on its returns) has each returned storage recorded,
+    once, with a weak reference; an operation that returns a view or writes in place (a
+    return with an alias annotation: slicing, transposing, `view`, `add_`) creates no
+    storage and records nothing, so a view of a tensor made before the block costs nothing
+    and a view of one made inside is not counted twice. After every operation the bytes of
+    the recorded storages still alive are summed; `peak` is the largest sum, `current` the
+    last. Tensors that existed before the block are not counted, and scratch buffers that a
+    fused kernel allocates and frees inside one operation are invisible. The count depends
+    only on which operations run, so it is the same on every machine that runs the same
+    operations: the same PyTorch version on the same kind of device (another version may
+    decompose an operation differently, and a GPU may pick another kernel for it).
 
     >>> with peak_tensor_memory() as mem:
     ...     out = blockwise_attention(q, k, v)
@@ -48,7 +54,8 @@ class peak_tensor_memory(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         self._live = {k: v for k, v in self._live.items() if not v[0].expired()}
-        for t in tree_flatten(out)[0]:
+        creates = not any(r.alias_info is not None for r in func._schema.returns)
+        for t in tree_flatten(out)[0] if creates else ():
             if isinstance(t, torch.Tensor):
                 ref = StorageWeakRef(t.untyped_storage())
                 self._live.setdefault(ref.cdata, (ref, t.untyped_storage().nbytes()))

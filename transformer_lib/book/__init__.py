@@ -12,6 +12,7 @@ imports this package.
 - `explorer`: `AttentionExplorer`, the interactive attention-map widget (imported on first
   use: it needs anywidget); `explorer_state` writes and reads its saved state
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
+- `costs`: figures of the cost chapters (what each kind of attention holds, growth curves)
 - `claims`: `claim`, a measured value held against the bound the prose rests on (run-dependent
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
 - `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
@@ -19,9 +20,9 @@ imports this package.
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
-from . import asides, bughunt, claims, diagrams, exercises, shapes, viz  # noqa: E402
+from . import asides, bughunt, claims, costs, diagrams, exercises, shapes, viz  # noqa: E402
 
-__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "asides", "bughunt", "claims",
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "asides", "bughunt", "claims", "costs",
            "diagrams", "exercises", "shapes", "viz"]
 
 

@@ -279,8 +279,8 @@ def train_briefly(suspect: Suspect, steps: int = 200, seed: int = 0) -> dict[str
     measure it on 300 held-out strings. Returns {"train loss": mean of the last 20 training
     losses, "teacher-forced": exact match when every position reads the correct prefix
     (`training.evaluate`), "greedy": exact match of greedy decoding (`decoding.greedy_decode`),
-    the output a user gets}. Bug 2's cheat sheet shows as a low training loss and a high
-    teacher-forced score with a low greedy one."""
+    the output a user gets}. Bug 2's cheat sheet shows as a training loss as low as the clean
+    model's (lower for most seeds) and a high teacher-forced score with a greedy one near 0."""
     check_positive_int("steps", steps)
     alphabet = "abcdefgh"
     vocab = Vocab(alphabet)
@@ -306,24 +306,6 @@ def small_lm(seed: int = 0) -> CausalLM:
     config = CausalLMConfig(vocab_size=VOCAB, d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF,
                             n_layers=2, max_len=32)
     return CausalLM(config).eval()
-
-
-def check_cache_test(test: Callable) -> str:
-    """Chapter 15's second exercise: `test(model) -> bool` should tell whether a `CausalLM`'s
-    cached steps (new tokens attending to the cached ones: fewer queries than keys) give the
-    logits of the full forward pass. It must return True for `small_lm()` and False for the
-    same model with `attention_causal_flag` swapped in, which agrees with it on every full
-    (square) forward pass. Returns a sentence starting "Correct" or "Not yet"."""
-    if not callable(test):
-        raise TypeError(f"test must be a function of a model, got {test!r}")
-    clean = small_lm()
-    flagged = use_attention(copy.deepcopy(clean), attention_causal_flag)
-    verdicts = {"the library's cached step": test(clean),
-                "is_causal=True in the cached step": test(flagged)}
-    expected = {"the library's cached step": True, "is_causal=True in the cached step": False}
-    if verdicts == expected:
-        return "Correct: your test passes the library's cache and catches the top-left mask."
-    return f"Not yet: expected {expected}, got {verdicts}"
 
 
 def checks(scales=SCALES) -> dict[str, Callable[[Suspect], bool]]:
@@ -361,12 +343,43 @@ def caught_by(suspects: list[Suspect], checks: dict[str, Callable[[Suspect], boo
     return table
 
 
-def format_table(caught: dict[str, dict[str, str]]) -> str:
-    """A text table: one row per suspect, one column per check, the verdicts of `caught_by`."""
+def _label(name: str) -> str:
+    first = name.split()[0] if name.split() else name
+    return first if first.isdigit() else "clean" if name.startswith("clean") else name
+
+
+def format_table(caught: dict[str, dict[str, str]], width: int = 88) -> str:
+    """A text table of the verdicts of `caught_by`, at most `width` characters wide: one row
+    per check, one column per suspect (labelled by its number, or "clean"), "X" where the
+    check fails (the suspect is caught), "." where it passes, "E" where it raised; then a
+    legend naming the suspects."""
+    import textwrap
+
+    suspects = list(caught)
     checks = list(next(iter(caught.values())))
-    width = max(len(name) for name in caught) + 2
-    cols = [max(len(c), 6) + 2 for c in checks]
-    lines = ["".ljust(width) + "".join(c.rjust(w) for c, w in zip(checks, cols))]
-    for name, row in caught.items():
-        lines.append(name.ljust(width) + "".join(row[c].rjust(w) for c, w in zip(checks, cols)))
-    return "\n".join(lines)
+    labels = [_label(name) for name in suspects]
+    mark = {"caught": "X", ".": ".", "error": "E"}
+    first = max(len(c) for c in checks + ["check"]) + 2
+    col = max(max(len(label) for label in labels) + 2, 4)
+    lines = ["check".ljust(first) + "".join(label.rjust(col) for label in labels)]
+    for check in checks:
+        lines.append(check.ljust(first) + "".join(
+            mark.get(caught[name][check], caught[name][check]).rjust(col) for name in suspects))
+    named = [f"{label} = {name.split(' ', 1)[1]}" for label, name in zip(labels, suspects)
+             if label.isdigit() and " " in name]
+    lines.append(textwrap.fill("X: the check fails, the suspect is caught; .: it passes; "
+                               "E: it raised", width))
+    legend = ""
+    for entry in named:  # pack whole entries into lines, never splitting one
+        if legend and len(legend) + 2 + len(entry) > width:
+            lines.append(legend + ";")
+            legend = entry
+        else:
+            legend = f"{legend}; {entry}" if legend else entry
+    if legend:
+        lines.append(legend)
+    text = "\n".join(lines)
+    too_wide = [line for line in text.splitlines() if len(line) > width]
+    if too_wide:
+        raise ValueError(f"the table is wider than width={width}: {too_wide[0]!r}")
+    return text

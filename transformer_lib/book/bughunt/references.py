@@ -159,9 +159,14 @@ def encoding_frequency_per_channel(n_positions: int, d_model: int):
 
 
 def padding_mask_on_queries(ids, pad_id: int = PAD):
-    """The padding mask unsqueezed on the wrong axis, (B, 1, S, 1): it blocks the padded
-    QUERY rows, and every real query may attend to the padding keys. Reported:
-    hyunwoongko/transformer PR #40 ("fix(model): attention pad mask")."""
+    """The padding mask unsqueezed on the wrong axis, (B, 1, S, 1): it blocks QUERY rows
+    instead of key columns. In the encoder's self-attention every real query may attend to
+    the padding keys, and the padded positions (whose outputs the real ones then read) attend
+    to nothing. Against cross-attention's (B, h, T, S) scores it broadcasts only when T = S,
+    and then it blocks decoder row t wherever SOURCE position t is padding: the target
+    positions from the source's real length on get no cross-attention output, so they lose
+    the source entirely. Reported (for a target mask, where the causal mask hides most of
+    it): hyunwoongko/transformer PR #40 ("fix(model): attention pad mask")."""
     return (ids != pad_id)[:, None, :, None]
 
 

@@ -59,7 +59,8 @@ def test_positional_encoding_uses_its_encoding_fn_and_defaults_to_the_paper():
 def test_plant_copies_and_leaves_the_original_alone():
     model = bh.small_model()
     planted = bh.plant(model, bh.Suspect(attention_fn=bh.attention_fill_tiny, encoding_fn=bh.plain_encoding))
-    assert all(m.attention_fn is tl.scaled_dot_product_attention for m in tl.attention.attention_modules(model).values())
+    modules = tl.attention.attention_modules(model).values()
+    assert all(m.attention_fn is tl.scaled_dot_product_attention for m in modules)
     assert all(m.attention_fn is bh.attention_fill_tiny for m in tl.attention.attention_modules(planted).values())
     for (name, p), q in zip(model.state_dict().items(), planted.state_dict().values()):
         assert torch.equal(p, q), name

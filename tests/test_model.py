@@ -96,7 +96,8 @@ def test_base_model_parameter_count_against_the_paper():
 def test_torch_transformer_parameter_count_matches_the_stacks():
     with torch.device("meta"):
         theirs = torch.nn.Transformer(batch_first=True)
-        ours = tl.EncoderDecoder(tl.Encoder(512, 8, 2048, 6, final_norm=True), tl.Decoder(512, 8, 2048, 6, final_norm=True))
+        ours = tl.EncoderDecoder(tl.Encoder(512, 8, 2048, 6, final_norm=True),
+                                 tl.Decoder(512, 8, 2048, 6, final_norm=True))
     assert tl.count_parameters(ours) == sum(p.numel() for p in theirs.parameters()) == 44_140_544
 
 

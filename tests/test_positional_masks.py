@@ -79,3 +79,15 @@ def test_to_torch_mask_inverts_the_convention_for_pytorch_modules():
     assert not torch.allclose(unconverted.nan_to_num(), theirs)
     with pytest.raises(TypeError, match="mask: expected a boolean tensor"):
         to_torch_mask(mask.float())
+
+
+def test_a_learned_positional_table_keeps_its_own_init_inside_a_model():
+    # init_weights Xavier-initialises every matrix; a positional table is not a projection, and
+    # once was (std 0.059 inside a CausalLM instead of the table's 1/sqrt(d_model) = 0.125).
+    torch.manual_seed(0)
+    alone = tl.LearnedPositionalEncoding(64, max_len=512).pe.weight
+    model = tl.lm.CausalLM(tl.lm.CausalLMConfig(50, d_model=64, positions="learned"))
+    inside = model.embed.pos.pe.weight
+    for table in (alone, inside):
+        assert abs(table.std().item() - 64**-0.5) < 0.01
+    assert abs(model.embed.weight.std().item() - (6 / (50 + 64)) ** 0.5 / 3**0.5) < 0.01  # the rest: Xavier

@@ -22,7 +22,8 @@ def _batch(n=5, lo=2, hi=9, seed=0):
 
 def _model(attention, **kw):
     torch.manual_seed(0)
-    return R.Seq2Seq(R.Seq2SeqConfig(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw)).eval()
+    config = R.Seq2SeqConfig(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw)
+    return R.Seq2Seq(config).eval()
 
 
 # ----------------------------------------------------------------------------- masked softmax

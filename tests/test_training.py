@@ -205,13 +205,37 @@ def test_train_rejects_a_one_shot_iterator_up_front():
     model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=16, n_layers=1))
     one_shot = (collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50))  # 2 batches, once
     before = [p.detach().clone() for p in model.parameters()]
-    with pytest.raises(TypeError, match="one-shot iterator"):
-        train(model, one_shot, None, TrainConfig(max_steps=5, progress=False))
+    rng = torch.random.get_rng_state()
+    for loader in (one_shot, iter([collate(train_pairs[:50], vocab, vocab)])):
+        with pytest.raises(TypeError, match="one-shot iterator"):
+            train(model, loader, None, TrainConfig(max_steps=5, progress=False))
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "no step may run before the error"
+    assert torch.equal(torch.random.get_rng_state(), rng), "the check must draw nothing"
+    assert next(one_shot)[0].shape[0] == 50, "the check must read nothing from the loader"
+    with pytest.raises(TypeError, match="re-iterable"):
+        train(model, 3, None, TrainConfig(max_steps=5, progress=False))
     # a list of the same batches is re-iterable: five steps over two batches work
     batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50)]
     hist = train(model, batches, None, TrainConfig(max_steps=5, progress=False))
     assert hist.step == [1, 2, 3, 4, 5] and hist.eval_seconds == 0.0
+
+
+def test_on_eval_can_stop_training_and_train_gives_the_model_back_in_its_mode():
+    vocab, train_pairs, _ = copy_task(n_train=100)
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=16, n_layers=1))
+    batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50)]
+    seen = []
+
+    def stop_at_the_second(step, accuracy):
+        seen.append(step)
+        return step >= 4  # True: stop here
+
+    cfg = TrainConfig(max_steps=20, eval_every=2, progress=False)
+    hist = train(model.eval(), batches, batches, cfg, on_eval=stop_at_the_second)
+    assert seen == [2, 4] and hist.step[-1] == 4 and hist.stopped == "on_eval stopped training at step 4"
+    assert not model.training  # it came in eval mode
+    hist = train(model.train(), batches, batches, cfg, on_eval=lambda step, accuracy: None)
+    assert hist.step[-1] == 20 and model.training  # None (or anything but True) goes on
 
 
 def _script():

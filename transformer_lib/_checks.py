@@ -30,7 +30,7 @@ def entry_point(check):
     """
     def decorate(fn):
         @functools.wraps(fn)
-        def checked(*args, **kwargs):
+        def entered(*args, **kwargs):
             if getattr(_inside, "depth", 0):
                 return fn(*args, **kwargs)
             check(*args, **kwargs)
@@ -40,7 +40,7 @@ def entry_point(check):
             finally:
                 _inside.depth = 0
 
-        return checked
+        return entered
 
     return decorate
 

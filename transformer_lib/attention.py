@@ -58,9 +58,11 @@ def check_qkv(query, key, value, mask=None) -> tuple[int, ...]:
         check_tensor(name, t, floating=True)
         check_finite(name, t)
         if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), got shape {tuple(t.shape)}")
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), "
+                             f"got shape {tuple(t.shape)}")
     if query.shape[-1] != key.shape[-1]:
-        raise ValueError(f"query and key must share their last dimension d_k, got {query.shape[-1]} and {key.shape[-1]}")
+        raise ValueError(f"query and key must share their last dimension d_k, "
+                         f"got {query.shape[-1]} and {key.shape[-1]}")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key and value must have the same length k_len, got {key.shape[-2]} and {value.shape[-2]}")
     try:
@@ -200,7 +202,8 @@ class MultiHeadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True)
             if t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}), got {tuple(t.shape)}")
+                raise ValueError(f"{name} must have shape (batch, length, d_model={self.d_model}), "
+                                 f"got {tuple(t.shape)}")
             if id(t) not in checked:  # self-attention passes one tensor three times: look at it once
                 check_finite(name, t)
                 checked.add(id(t))

@@ -77,7 +77,8 @@ def _check_index(index, batch: int) -> None:
 
 def _check_ids(name: str, ids) -> torch.Tensor:
     if not isinstance(ids, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of token ids, (batch, length) or (length,), got {type(ids).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor of token ids, (batch, length) or (length,), "
+                        f"got {type(ids).__name__}")
     if ids.dim() == 1:
         ids = ids.unsqueeze(0)
     if ids.dim() != 2:
@@ -102,7 +103,8 @@ def run_model(model: nn.Module, src_ids, tgt_ids=None, src_tokens=None, tgt_toke
     src_ids = _check_ids("src_ids", src_ids)
     tgt_ids = None if tgt_ids is None else _check_ids("tgt_ids", tgt_ids)
     if tgt_ids is not None and tgt_ids.shape[0] != src_ids.shape[0]:
-        raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
+        raise ValueError(f"src_ids and tgt_ids must have the same batch size, "
+                         f"got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
     _check_index(index, src_ids.shape[0])
     with eval_mode(model), torch.no_grad(), record_attention(model) as recorded:
         if tgt_ids is not None:

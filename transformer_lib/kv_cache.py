@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ._checks import check_bool, check_positive_int, check_tensor
 
-__all__ = ["KVCache", "DecoderCache"]
+__all__ = ["KVCache", "DecoderCache", "check_layer_caches"]
 
 
 class KVCache:
@@ -122,3 +122,19 @@ class DecoderCache:
 
     def nbytes(self) -> int:
         return self.self_attn.nbytes() + self.cross_attn.nbytes()
+
+
+def check_layer_caches(cache, n_layers: int, kind: type, rows: int, length: int, what: str) -> int:
+    """Raise unless `cache` is a model's `new_cache(...)`: a list of `n_layers` caches of `kind`
+    (`KVCache`, or `DecoderCache` for an encoder-decoder), for `rows` sequences, with room for
+    `length` more positions of `what` (the input's name). Returns the positions cached so far."""
+    if not (isinstance(cache, list) and len(cache) == n_layers and all(isinstance(c, kind) for c in cache)):
+        raise TypeError(f"cache must be the model's new_cache(...): a list of {n_layers} {kind.__name__}s, "
+                        f"got {type(cache).__name__}")
+    first = cache[0] if kind is KVCache else cache[0].self_attn
+    if first.keys.shape[0] != rows:
+        raise ValueError(f"cache holds {first.keys.shape[0]} sequences but {what} has {rows}")
+    if first.length + length > first.max_len:
+        raise ValueError(f"the cache has room for {first.max_len} positions; {first.length} are cached and "
+                         f"{what} adds {length}")
+    return first.length

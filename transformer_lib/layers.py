@@ -16,9 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_finite, check_last_dim, check_positive_int, check_probability, check_tensor, entry_point
+from ._checks import (check_choice, check_finite, check_last_dim, check_positive_int, check_probability, check_tensor,
+                      entry_point)
 from .attention import KVCache, MultiHeadAttention, check_mask
-from .kv_cache import DecoderCache
+from .kv_cache import DecoderCache, check_layer_caches
 from .positional import RotaryEmbedding
 from .residual import AddNorm, make_norm
 
@@ -154,7 +155,8 @@ class _Stack(nn.Module):
         super().__init__()
         check_positive_int("n_layers", n_layers)
         self.d_model = d_model
-        self.layers = nn.ModuleList(layer(d_model, n_heads, d_ff, dropout, norm_first, eps, bias) for _ in range(n_layers))
+        self.layers = nn.ModuleList(layer(d_model, n_heads, d_ff, dropout, norm_first, eps, bias)
+                                    for _ in range(n_layers))
         final_norm = norm_first if final_norm is None else final_norm
         self.norm = nn.LayerNorm(d_model, eps=eps, bias=bias) if final_norm else None
 
@@ -205,16 +207,7 @@ class Decoder(_Stack):
                              f"{tuple(memory.shape)}")
         start = 0
         if cache is not None:
-            if not (isinstance(cache, list) and len(cache) == len(self.layers)
-                    and all(isinstance(c, DecoderCache) for c in cache)):
-                raise TypeError(f"cache must be new_cache(...): a list of {len(self.layers)} DecoderCaches, "
-                                f"got {type(cache).__name__}")
-            start, room, rows = cache[0].length, cache[0].self_attn.max_len, cache[0].self_attn.keys.shape[0]
-            if rows != batch:
-                raise ValueError(f"cache holds {rows} sequences but the target has {batch}")
-            if start + length > room:
-                raise ValueError(f"the cache has room for {room} target positions; {start} are cached and "
-                                 f"{length} more do not fit")
+            start = check_layer_caches(cache, len(self.layers), DecoderCache, batch, length, "the target")
             if cache[0].cross_attn.length not in (0, memory.shape[1]):
                 raise ValueError(f"the cache holds the keys of a memory of {cache[0].cross_attn.length} positions, "
                                  f"but memory has {memory.shape[1]}")
@@ -228,7 +221,8 @@ class Decoder(_Stack):
         self.check_context(x.shape[0], x.shape[1], memory, tgt_mask, memory_mask, cache)
 
     @entry_point(_check)
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache: list[DecoderCache] | None = None) -> torch.Tensor:
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None,
+                cache: list[DecoderCache] | None = None) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
         return x if self.norm is None else self.norm(x)

@@ -28,9 +28,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (check_bool, check_choice, check_config, check_positive_int, check_positive_number, check_probability,
-                      check_tensor, check_token_ids, entry_point)
-from .attention import KVCache
+from ._checks import (check_bool, check_choice, check_config, check_positive_int, check_positive_number,
+                      check_probability, check_tensor, check_token_ids, entry_point)
+from .kv_cache import KVCache, check_layer_caches
 from .layers import FFNS, EncoderLayer
 from .masks import causal_mask
 from .model import POSITIONS, Embeddings, init_weights
@@ -38,8 +38,8 @@ from .positional import RotaryEmbedding
 from .residual import NORMS, make_norm
 from .runtime import device_of, eval_mode
 
-__all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "layer_parameters", "match_d_ff", "top_k_filter", "check_sampling", "next_token", "generate",
-           "lm_loss", "lm_evaluate", "random_windows"]
+__all__ = ["CORPORA", "load_corpus", "CausalLMConfig", "CausalLM", "layer_parameters", "match_d_ff", "top_k_filter",
+           "check_sampling", "next_token", "generate", "lm_loss", "lm_evaluate", "random_windows"]
 
 #: The corpora shipped with the package (package data, so Colab and Binder get them too).
 CORPORA = Path(__file__).resolve().parent / "corpora"
@@ -162,16 +162,7 @@ class CausalLM(nn.Module):
             raise ValueError("ids must hold at least one position, got shape (batch, 0)")
         start = 0
         if cache is not None:
-            if not (isinstance(cache, list) and len(cache) == len(self.layers)
-                    and all(isinstance(c, KVCache) for c in cache)):
-                raise TypeError(f"cache must be model.new_cache(batch_size): a list of {len(self.layers)} "
-                                f"KVCaches, got {type(cache).__name__}")
-            start = cache[0].length
-            if start + ids.shape[1] > cache[0].max_len:
-                raise ValueError(f"the cache has room for {cache[0].max_len} positions; {start} are cached and "
-                                 f"ids adds {ids.shape[1]}")
-            if cache[0].keys.shape[0] != ids.shape[0]:
-                raise ValueError(f"cache holds {cache[0].keys.shape[0]} sequences but ids has {ids.shape[0]}")
+            start = check_layer_caches(cache, len(self.layers), KVCache, ids.shape[0], ids.shape[1], "ids")
         if start + ids.shape[1] > self.config.max_len:
             raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} go past max_len={self.config.max_len} "
                              "of the model: give a shorter sequence or build the model with a larger max_len")
@@ -330,21 +321,22 @@ def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, samp
 
 # ----- training through training.train: the next-token task -----
 
-def lm_loss(model: CausalLM, batch, cfg) -> torch.Tensor:
+def lm_loss(model: CausalLM, batch, cfg=None) -> torch.Tensor:
     """Mean next-token cross-entropy of a batch (x, y) of token ids (B, T), y = x shifted by one:
-    the `loss_fn` that `training.train` takes for a language model. `cfg.label_smoothing`
-    applies (0 for the plain cross-entropy)."""
+    the `loss_fn` that `training.train` takes for a language model. The label smoothing of
+    `cfg` (a `TrainConfig`) applies; without one, none (the plain cross-entropy)."""
     x, y = batch
     logits = model(x)  # (B, T, V)
-    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=cfg.label_smoothing)
+    smoothing = 0.0 if cfg is None else cfg.label_smoothing
+    return F.cross_entropy(logits.flatten(0, 1), y.flatten(), label_smoothing=smoothing)
 
 
 @torch.no_grad()
-def lm_evaluate(model: CausalLM, batches, cfg) -> tuple[float, float]:
+def lm_evaluate(model: CausalLM, batches, cfg=None) -> tuple[float, float]:
     """(next-token accuracy, mean cross-entropy in nats per token) over `batches` of (x, y):
-    the `eval_fn` that `training.train` takes for a language model. Every token counts the
-    same; the loss has no label smoothing (it is the held-out measure). Batches are moved to
-    the model's device."""
+    the `eval_fn` that `training.train` takes for a language model (it reads nothing of `cfg`,
+    which `train` passes to every `eval_fn`). Every token counts the same; the loss has no
+    label smoothing (it is the held-out measure). Batches are moved to the model's device."""
     correct = total = 0
     loss_sum = 0.0
     device = device_of(model)

@@ -140,7 +140,8 @@ class Transformer(nn.Module):
         check_config(config, TransformerConfig)
         self.config = c = config
         self.src_embed = Embeddings(c.src_vocab, c.d_model, c.max_len, c.dropout)
-        self.tgt_embed = self.src_embed if c.share_embeddings else Embeddings(c.tgt_vocab, c.d_model, c.max_len, c.dropout)
+        self.tgt_embed = (self.src_embed if c.share_embeddings
+                          else Embeddings(c.tgt_vocab, c.d_model, c.max_len, c.dropout))
         self.encoder = Encoder(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.dropout, c.norm_first)
         self.decoder = Decoder(c.d_model, c.n_heads, c.d_ff, c.n_layers, c.dropout, c.norm_first)
         self.out = nn.Linear(c.d_model, c.tgt_vocab, bias=not c.tie_output)
@@ -165,7 +166,8 @@ class Transformer(nn.Module):
         self._check_ids("tgt", tgt, self.config.tgt_vocab, start)
 
     @entry_point(_check_decode)
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache: list[DecoderCache] | None = None) -> torch.Tensor:
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None,
+               cache: list[DecoderCache] | None = None) -> torch.Tensor:
         """(batch, T) target ids and memory (batch, S, d_model) -> logits (batch, T, tgt_vocab).
 
         tgt_mask defaults to the causal mask combined with the target's padding mask; src_mask

@@ -133,7 +133,8 @@ class DotProductAttention(_RNNAttention):
         check_positive_int("query_size", query_size)
         check_positive_int("key_size", key_size)
         if not general and query_size != key_size:
-            raise ValueError(f"general: the plain dot product needs query_size == key_size, got {query_size} and {key_size}")
+            raise ValueError(f"general: the plain dot product needs query_size == key_size, "
+                             f"got {query_size} and {key_size}")
         self.W = nn.Linear(key_size, query_size, bias=False) if general else None
 
     def project_keys(self, keys: torch.Tensor) -> torch.Tensor:

@@ -26,7 +26,8 @@ from typing import Callable, Iterable
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_choice, check_positive_int, check_positive_number, check_probability, check_tensor
+from ._checks import (check_bool, check_choice, check_positive_int, check_positive_number, check_probability,
+                      check_tensor)
 from .checkpoints import save as save_checkpoint
 from .losses import LabelSmoothingLoss
 from .masks import padding_mask, target_mask

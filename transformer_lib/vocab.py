@@ -1,8 +1,9 @@
 """Character vocabularies and padded batches: the plumbing every task of the book shares.
 
 :class:`Vocab` maps characters to ids after the four special tokens of
-:mod:`transformer_lib.special_tokens` (``<pad>=0, <bos>=1, <eos>=2, <unk>=3``, re-exported here); :func:`collate` turns ``(source, target)`` string pairs into right-padded
-``LongTensor`` batches; :func:`make_loader` is the one way the book batches a training set.
+:mod:`transformer_lib.special_tokens` (``<pad>=0, <bos>=1, <eos>=2, <unk>=3``, re-exported
+here); :func:`collate` turns ``(source, target)`` string pairs into right-padded ``LongTensor``
+batches; :func:`make_loader` is the one way the book batches a training set.
 Batches are made on the CPU, whatever the book's device: the training loop and the decoders
 move them to the model's device.
 """

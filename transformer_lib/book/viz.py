@@ -160,7 +160,8 @@ def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[st
         raise ValueError(f"query_tokens and key_tokens must have {q_len} and {k_len} tokens, "
                          f"got {len(query_tokens)} and {len(key_tokens)}")
     fig, axes = plt.subplots(n_heads + 1, n_layers, squeeze=False, sharex=True, sharey=True,
-                             figsize=(size * n_layers * max(k_len, 4) / 12 + 1.5, size * (n_heads + 1) * max(q_len, 4) / 12 + 1.2))
+                             figsize=(size * n_layers * max(k_len, 4) / 12 + 1.5,
+                                      size * (n_heads + 1) * max(q_len, 4) / 12 + 1.2))
     for layer in range(n_layers):
         maps = list(w[layer]) + [w[layer].mean(0)]
         for row, m in enumerate(maps):

@@ -101,7 +101,10 @@ def _check_same(name: str, given: Vocab, stored: list[str], path) -> None:
         if a != b:
             raise ValueError(f"{name} differs from the one stored in {path}: token id {i} is {b!r} in the "
                              f"given vocabulary but {a!r} in the checkpoint ({len(given)} and {len(stored)} tokens)")
-    longer, extra = ("given", given.tokens[len(stored):]) if len(given) > len(stored) else ("stored", stored[len(given):])
+    if len(given) > len(stored):
+        longer, extra = "given", given.tokens[len(stored):]
+    else:
+        longer, extra = "stored", stored[len(given):]
     raise ValueError(f"{name} differs from the one stored in {path}: it has {len(given)} tokens, the checkpoint "
                      f"{len(stored)}; the {longer} one adds {''.join(extra)!r}")
 

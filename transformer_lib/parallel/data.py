@@ -86,7 +86,8 @@ def _counting_all_reduce(counts: list, bucket):
 
 
 def data_parallel_worker(config: dict, state: dict, pairs, vocabs, cfg: TrainConfig, global_batch: int,
-                         timing_steps: int = 0, timing_rounds: int = 2, device: str | torch.device | None = None) -> dict:
+                         timing_steps: int = 0, timing_rounds: int = 2,
+                         device: str | torch.device | None = None) -> dict:
     """Train the model `config` from the weights `state` in float64, wrapped in PyTorch's
     `DistributedDataParallel`, with `training.train` and `cfg`, each process reading its
     share of every global batch (`shard_loader`). The models are built on `device` (default the

@@ -163,7 +163,8 @@ def _logs(folder: str, world_size: int) -> dict[int, str]:
 
 
 def _log_tail(folder: str, world_size: int, chars: int = 2000) -> str:
-    tails = [f"\n--- rank {r} printed:\n{text[-chars:]}" for r, text in _logs(folder, world_size).items() if text.strip()]
+    tails = [f"\n--- rank {r} printed:\n{text[-chars:]}"
+             for r, text in _logs(folder, world_size).items() if text.strip()]
     return "".join(tails)
 
 

@@ -36,8 +36,8 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_tensor(name, t, floating=True)
-    if not (query.shape[:-2] == key.shape[:-2] == value.shape[:-2] and query.shape[-2] == key.shape[-2] == value.shape[-2]
-            and query.shape[-1] == key.shape[-1]):
+    if not (query.shape[:-2] == key.shape[:-2] == value.shape[:-2]
+            and query.shape[-2] == key.shape[-2] == value.shape[-2] and query.shape[-1] == key.shape[-1]):
         raise ValueError(f"ring_attention is self-attention on one block per process: query, key and value must be "
                          f"(..., T/P, d) with the same leading shape and length, got {tuple(query.shape)}, "
                          f"{tuple(key.shape)}, {tuple(value.shape)}")

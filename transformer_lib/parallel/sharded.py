@@ -23,7 +23,8 @@ def shard_model(model: nn.Module) -> nn.Module:
     one."""
     from torch.distributed.fsdp import fully_shard
 
-    stacks = [m for name, m in model.named_modules() if name.split(".")[-1] == "layers" and isinstance(m, nn.ModuleList)]
+    stacks = [m for name, m in model.named_modules()
+              if name.split(".")[-1] == "layers" and isinstance(m, nn.ModuleList)]
     for stack in stacks:
         for layer in stack:
             fully_shard(layer)

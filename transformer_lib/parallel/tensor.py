@@ -166,7 +166,8 @@ class ParallelAttention(MultiHeadAttention):
         with torch.device("meta"):  # shapes only: the projections are replaced by this process's slices below
             super().__init__(attn.d_model, n_heads, attn.dropout.p, fused=attn.fused, attention_fn=attn.attention_fn,
                              n_kv_heads=n_kv_heads, rotary=attn.rotary, d_k=attn.d_k)
-        self.w_q, self.w_k, self.w_v = (ColumnParallelLinear(w, rank, world_size) for w in (attn.w_q, attn.w_k, attn.w_v))
+        self.w_q, self.w_k, self.w_v = (ColumnParallelLinear(w, rank, world_size)
+                                        for w in (attn.w_q, attn.w_k, attn.w_v))
         self.w_o = RowParallelLinear(attn.w_o, rank, world_size, group)
         self.first_head, self.group = rank * n_heads, group
 
@@ -289,5 +290,6 @@ def _pytorch_feed_forward(ff: nn.Module, x: torch.Tensor) -> dict:
         out.sum().backward()
     if hasattr(out, "wait"):  # an AsyncCollectiveTensor: the all-reduce's result, once it has arrived
         out = out.wait()
-    return {"output": out.detach().cpu(), "input_grad": x.grad.cpu(), "forward_all_reduces": _count_all_reduces(forward_comms),
+    return {"output": out.detach().cpu(), "input_grad": x.grad.cpu(),
+            "forward_all_reduces": _count_all_reduces(forward_comms),
             "backward_all_reduces": _count_all_reduces(backward_comms)}

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from ...decoding import greedy_decode
 from ...masks import padding_mask
 from ...special_tokens import BOS_ID as BOS
-from ...special_tokens import EOS_ID as EOS
+from ...special_tokens import EOS_ID as EOS  # noqa: F401 (handed on by the bug hunt's face)
 from ...special_tokens import PAD_ID as PAD
 from ...training import Batch
 

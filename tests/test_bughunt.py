@@ -225,6 +225,7 @@ def test_format_table_marks_caught_cells():
     assert text.splitlines()[1].split() == ["a", "bug", "caught", ".", "error"]
 
 
+@pytest.mark.slow
 def test_the_cheat_sheet_of_bug_2_lowers_the_training_loss_and_breaks_greedy_output():
     clean = bh.train_briefly(bh.Suspect(), steps=120)
     leaky = bh.train_briefly(BUGS["2"], steps=120)

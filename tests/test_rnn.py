@@ -197,6 +197,7 @@ def test_bad_arguments():
 
 # ----------------------------------------------------------------------------- training and evaluation
 
+@pytest.mark.slow
 def test_train_trains_a_small_seq2seq_deterministically():
     pairs = D.make_copy_pairs(200, 2, 4, alphabet="abcd", seed=0)
     runs = []

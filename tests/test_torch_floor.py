@@ -21,6 +21,7 @@ except TorchTooOld as err:
 """
 
 
+@pytest.mark.slow
 def test_parallel_alone_refuses_an_older_torch_and_says_why():
     out = subprocess.run([sys.executable, "-c", OLD], capture_output=True, text=True, check=True).stdout
     assert out.startswith("refused: transformer_lib.parallel (chapter 17) needs torch >= 2.10"), out

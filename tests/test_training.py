@@ -92,6 +92,7 @@ def copy_task(n_train=3000, seed=0):
     return vocab, train_pairs, test_pairs
 
 
+@pytest.mark.slow
 def test_short_training_run_learns_the_copy_task(tmp_path):
     tl.runtime.setup(seed=0, threads=1)
     vocab, train_pairs, test_pairs = copy_task()
@@ -291,6 +292,7 @@ def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_rnn():
     assert _teacher_forced_right(model, pairs, src_vocab, tgt_vocab, TrainConfig(label_smoothing=0.0)) == greedy
 
 
+@pytest.mark.slow
 def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_transformer():
     model, src_vocab, tgt_vocab, _ = checkpoints.load(tl.CHECKPOINTS / "transformer_dates.pt")
     test = tl.data.make_date_splits(seed=0).test

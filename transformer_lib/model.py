@@ -55,14 +55,12 @@ def init_weights(model: nn.Module) -> None:
     """Xavier-uniform for every matrix (every parameter with 2 or more dimensions), as the
     paper's reference code does; biases and norm gains stay as PyTorch sets them. With
     PyTorch's N(0, 1) embedding init, embeddings times sqrt(d_model) would drown the positional
-    encoding of a small model. A learned positional table is not a projection: it keeps its own
-    initialisation (`LearnedPositionalEncoding.reset_parameters`), drawn after the matrices."""
+    encoding of a small model. A learned positional table is one of those matrices: inside a
+    model it starts Xavier-uniform too (std sqrt(2 / (max_len + d_model)), well below the
+    table's own N(0, 1/d_model) when it is built alone), which chapter 16 reads."""
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
-    for m in model.modules():
-        if isinstance(m, LearnedPositionalEncoding):
-            m.reset_parameters()
 
 
 @dataclass(frozen=True)

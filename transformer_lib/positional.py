@@ -113,7 +113,8 @@ class LearnedPositionalEncoding(nn.Module):
 
     def reset_parameters(self) -> None:
         """Each position's vector drawn from N(0, 1/d_model): about unit length, like the rows
-        of the sinusoidal table (`model.init_weights` keeps it inside a model)."""
+        of the sinusoidal table. Inside a model, `model.init_weights` then makes it
+        Xavier-uniform like every other matrix (the models of the book start so)."""
         nn.init.normal_(self.pe.weight, std=self.d_model**-0.5)
 
     @entry_point(_check_rows)

@@ -27,7 +27,7 @@ NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
 	@echo "make test          lint, unit tests, then every chapter re-run and compared with its outputs"
-	@echo "make lint          the repository's configuration: pinned versions, setup cell, README, CI"
+	@echo "make lint          ruff on the package, tests and scripts; the repository's configuration (tests/lint)"
 	@echo "make test-unit     the unit tests of transformer_lib alone (no lint, no notebooks)"
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
@@ -74,9 +74,12 @@ book: $(ENV_STAMP) $(VENDOR_STAMP)
 
 test: lint test-unit test-notebooks
 
-# Checks of the repository rather than of the package: exact version pins, the chapters' setup
-# cell, README and CI wording (tests/lint/).
+# ruff on the package, its tests and scripts (pyproject.toml's [tool.ruff]: pyflakes, pycodestyle's
+# errors, lines of at most 120 characters), then the checks of the repository rather than of the
+# package: exact version pins, the chapters' setup cell and code width, README and CI wording
+# (tests/lint/).
 lint: $(ENV_STAMP)
+	$(PY) -m ruff check transformer_lib tests scripts
 	$(PY) -m pytest tests/lint
 
 test-unit: $(ENV_STAMP)

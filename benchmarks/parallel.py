@@ -54,8 +54,7 @@ def main(argv=None) -> int:
     global_batch = 64
     pairs = tl.recipes.evenly_spaced(make_date_splits(seed=0).train, (args.steps + 2) * global_batch)
     random.Random(0).shuffle(pairs)
-    cfg = dataclasses.replace(tl.recipes.recipe_config(max_steps=args.steps, target_accuracy=None),
-                              d_model=config["d_model"])
+    cfg = tl.recipes.recipe_config(max_steps=args.steps, target_accuracy=None)
     loader = tl.vocab.make_loader(pairs, src_vocab, tgt_vocab, batch_size=global_batch, shuffle=False)
     load = [os.getloadavg()[0]]
 

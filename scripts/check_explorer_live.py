@@ -55,7 +55,8 @@ explorer""",
 KERNEL_STATE = """async () => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   let out = "";
-  const future = kernel.requestExecute({code: "print(explorer.kind, explorer.layer, explorer.data['kinds'][2]['keys'])"});
+  const future = kernel.requestExecute(
+    {code: "print(explorer.kind, explorer.layer, explorer.data['kinds'][2]['keys'])"});
   future.onIOPub = (msg) => { if (msg.header.msg_type === "stream") out += msg.content.text; };
   await future.done;
   return out.trim();
@@ -119,7 +120,8 @@ def check(base: str, path: str, name: str) -> list[str]:
         page.screenshot(path=str(OUT / f"live_{name}.png"))
         browser.close()
     # Notebook 7 run from a --target install lacks some settings schemas: not the explorer's errors.
-    errors = [e for e in errors if "chema" not in e and "Failed to load resource" not in e and "layout restorer" not in e]
+    harmless = ("chema", "Failed to load resource", "layout restorer")
+    errors = [e for e in errors if not any(h in e for h in harmless)]
     if errors:
         problems.append(f"console errors: {errors}")
     if foreign:
@@ -137,7 +139,8 @@ def main() -> int:
         folder = Path(tmp)
         write_notebook(folder)
         app = ["-m", "notebook"] if args.notebook else ["-m", "jupyterlab"]
-        expose = "--JupyterNotebookApp.expose_app_in_browser=True" if args.notebook else "--LabApp.expose_app_in_browser=True"
+        expose = ("--JupyterNotebookApp.expose_app_in_browser=True" if args.notebook
+                  else "--LabApp.expose_app_in_browser=True")
         log = open(folder / "server.log", "w")
         server = subprocess.Popen(
             [sys.executable, *app, "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",

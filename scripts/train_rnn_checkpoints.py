@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from transformer_lib import checkpoints  # noqa: E402
-from transformer_lib import data as D
+from transformer_lib import data as D  # noqa: E402
 from transformer_lib import vocab as V  # noqa: E402
 from transformer_lib import rnn as R  # noqa: E402
 from transformer_lib.runtime import resolve_device  # noqa: E402
@@ -126,7 +126,8 @@ def train_one(name, args):
         checkpoints.save(out, model, src_vocab, tgt_vocab, {**meta, "steps": step, "history": history})
 
     hist = train(model, loader, val, cfg, on_eval=on_eval)
-    meta.update(steps=hist.step[-1], train_seconds=round(hist.seconds - hist.eval_seconds - own_eval[0], 1), history=history)
+    meta.update(steps=hist.step[-1], train_seconds=round(hist.seconds - hist.eval_seconds - own_eval[0], 1),
+                history=history)
     checkpoints.save(out, model, src_vocab, tgt_vocab, meta)
     print(f"[{name}] wrote {out} ({out.stat().st_size / 1e6:.2f} MB) in {meta['train_seconds']:.0f} s of training",
           flush=True)

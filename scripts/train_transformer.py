@@ -47,7 +47,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target", type=float, default=DATE_RECIPE["target"], help="stop at this validation exact match")
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--out", type=Path, default=None, help=f"checkpoint path (default {SCRATCH.relative_to(ROOT)})")
-    group.add_argument("--update-shipped", action="store_true", help=f"write {SHIPPED.relative_to(ROOT)} and its record")
+    group.add_argument("--update-shipped", action="store_true",
+                       help=f"write {SHIPPED.relative_to(ROOT)} and its record")
     args = ap.parse_args(argv)
     out = SHIPPED if args.update_shipped else (args.out or SCRATCH)
     partial = out.with_name(out.stem + ".partial.pt")  # the best model so far; `out` is written only if there is one
@@ -72,7 +73,8 @@ def main(argv=None) -> int:
     preds = translate(model, [s for s, _ in splits.test], src_vocab, tgt_vocab, max_len=12, batch_size=4096)
     refs = [t for _, t in splits.test]
     command = "python scripts/train_transformer.py" + (f" --seed {args.seed}" if args.seed else "") + (
-        f" --threads {args.threads}" if args.threads != 2 else "") + (" --update-shipped" if args.update_shipped else "")
+        f" --threads {args.threads}" if args.threads != 2 else "") + (
+        " --update-shipped" if args.update_shipped else "")
     record = {
         "command": command, "seed": args.seed, "threads": args.threads, "torch": torch.__version__,
         "kernels": torch.backends.cpu.get_cpu_capability(), "machine": platform.processor() or platform.machine(),

@@ -29,3 +29,20 @@ def _seed_and_threads():
 def to_torch_padding(mask_keep):
     """Our key padding (batch, 1, 1, S), True = real token -> PyTorch's (batch, S), True = pad."""
     return ~mask_keep[:, 0, 0, :]
+
+
+def pytest_configure(config):
+    # `pytest -m "not slow"` runs the fast unit tests in well under a minute.
+    config.addinivalue_line("markers", "slow: takes seconds to minutes (training runs, launched processes)")
+
+
+def boolean_masks(shape):
+    """A Hypothesis strategy for boolean masks of `shape` (True = may attend), drawn entry by
+    entry: a failing example shrinks to the smallest mask that fails, not to a random seed."""
+    from math import prod
+
+    from hypothesis import strategies as st
+
+    n = prod(shape)
+    return st.lists(st.booleans(), min_size=n, max_size=n).map(
+        lambda bits: torch.tensor(bits, dtype=torch.bool).view(*shape))

@@ -10,7 +10,7 @@ from transformer_lib.masks import masked_softmax
 
 
 def test_sdpa_matches_the_formula_by_hand():
-    q, k, v = torch.randn(2, 3, 4, dtype=torch.float64), torch.randn(2, 5, 4, dtype=torch.float64), torch.randn(2, 5, 6, dtype=torch.float64)
+    q, k, v = (torch.randn(2, n, d, dtype=torch.float64) for n, d in ((3, 4), (5, 4), (5, 6)))
     out, w = tl.scaled_dot_product_attention(q, k, v)
     expected_w = torch.exp(q @ k.transpose(1, 2) / 2.0)
     expected_w = expected_w / expected_w.sum(-1, keepdim=True)

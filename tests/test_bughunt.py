@@ -59,7 +59,8 @@ def test_positional_encoding_uses_its_encoding_fn_and_defaults_to_the_paper():
 def test_plant_copies_and_leaves_the_original_alone():
     model = bh.small_model()
     planted = bh.plant(model, bh.Suspect(attention_fn=bh.attention_fill_tiny, encoding_fn=bh.plain_encoding))
-    assert all(m.attention_fn is tl.scaled_dot_product_attention for m in tl.attention.attention_modules(model).values())
+    modules = tl.attention.attention_modules(model).values()
+    assert all(m.attention_fn is tl.scaled_dot_product_attention for m in modules)
     assert all(m.attention_fn is bh.attention_fill_tiny for m in tl.attention.attention_modules(planted).values())
     for (name, p), q in zip(model.state_dict().items(), planted.state_dict().values()):
         assert torch.equal(p, q), name
@@ -237,6 +238,7 @@ def test_format_table_marks_caught_cells_with_a_check_per_row_and_fits_the_page(
         bh.format_table(caught, width=20)
 
 
+@pytest.mark.slow
 def test_the_cheat_sheet_of_bug_2_trains_as_well_as_the_clean_model_and_breaks_greedy_output():
     # chapter 15 claims, over 5 seeds and three kernel sets, a training loss below 1.3 times
     # the clean model's (it was lower in 14 of 15 runs) and a greedy exact match below 10%

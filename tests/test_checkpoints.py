@@ -22,7 +22,8 @@ def _models():
 def test_round_trip_keeps_kind_weights_vocabularies_and_record(tmp_path, model):
     path = tmp_path / "m.pt"
     model.train()
-    checkpoints.save(path, model, SRC, TGT, {"seed": 0, "history": [{"step": 1, "acc": 0.5}], "torch": torch.__version__})
+    record = {"seed": 0, "history": [{"step": 1, "acc": 0.5}], "torch": torch.__version__}
+    checkpoints.save(path, model, SRC, TGT, record)
     raw = torch.load(path, weights_only=True)  # plain values and tensors only
     assert raw["kind"] == type(model).__name__ and raw["format"] == checkpoints.FORMAT
     loaded, src_vocab, tgt_vocab, record = checkpoints.load(path)
@@ -44,7 +45,8 @@ def test_a_different_vocabulary_on_load_is_a_clear_error(tmp_path):
     checkpoints.load(path, SRC, TGT)  # the same ones: fine
     with pytest.raises(ValueError, match=r"src_vocab differs .* token id 5 is 'c' in the given vocabulary but 'b'"):
         checkpoints.load(path, src_vocab=Vocab("acbdef"))
-    with pytest.raises(ValueError, match=r"tgt_vocab differs .* it has 5 tokens, the checkpoint 7; the stored one adds 'yz'"):
+    with pytest.raises(ValueError,
+                       match=r"tgt_vocab differs .* it has 5 tokens, the checkpoint 7; the stored one adds 'yz'"):
         checkpoints.load(path, tgt_vocab=Vocab("x"))
 
 

@@ -139,12 +139,29 @@ def test_models_load_onto_the_books_device(tmp_path):
     assert all(p.device.type == "cpu" for p in tl.checkpoints.load(tmp_path / "m.pt")[0].parameters())
 
 
+def _device_contexts() -> list:
+    """The device contexts on PyTorch's torch-function mode stack: what `set_default_device`
+    leaves behind (each one costs a little on every torch call)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+
+    return [m for m in _get_current_function_mode_stack() if isinstance(m, DeviceContext)]
+
+
 def test_setup_makes_the_chosen_device_the_default_and_the_cpu_leaves_no_trace():
+    assert not _device_contexts()
     try:
         tl.runtime.setup(seed=0, threads=torch.get_num_threads(), device="meta")
         assert tl.runtime.book_device() == META and torch.zeros(1).is_meta
         assert tl.sinusoidal_encoding(4, 8).is_meta and tl.PositionalEncoding(8, 4).pe.is_meta
+        assert len(_device_contexts()) == 1  # the check sees a context where there is one
     finally:
         tl.runtime.setup(seed=0, threads=torch.get_num_threads(), device="cpu")
     assert torch.zeros(1).device.type == "cpu"
-    assert torch.utils._device._device_constructors is not None  # still importable: nothing left half-set
+    assert not _device_contexts(), "setup(device='cpu') left a device context behind"
+    try:
+        torch.set_default_device("cpu")  # what setup used to do: a CPU context, left on the stack
+        assert len(_device_contexts()) == 1
+    finally:
+        torch.set_default_device(None)
+    assert not _device_contexts()

@@ -55,8 +55,10 @@ def test_from_model_state(model, batch):
     data = explorer.data
     assert data["version"] == 1 and data["decimals"] == 3 and data["notes"] == []
     assert [k["id"] for k in data["kinds"]] == ["encoder", "decoder", "cross"]
-    assert [k["label"] for k in data["kinds"]] == ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
-    tokens = {"encoder": (SRC_TOKENS, SRC_TOKENS), "decoder": (TGT_TOKENS, TGT_TOKENS), "cross": (TGT_TOKENS, SRC_TOKENS)}
+    labels = ["Encoder self-attention", "Decoder self-attention", "Cross-attention"]
+    assert [k["label"] for k in data["kinds"]] == labels
+    tokens = {"encoder": (SRC_TOKENS, SRC_TOKENS), "decoder": (TGT_TOKENS, TGT_TOKENS),
+              "cross": (TGT_TOKENS, SRC_TOKENS)}
     module = {"encoder": "encoder.layers.{}.self_attn", "decoder": "decoder.layers.{}.self_attn",
               "cross": "decoder.layers.{}.cross_attn"}
     for k in data["kinds"]:
@@ -171,7 +173,8 @@ def test_caps_keep_the_state_small():
     assert (k["n_layers"], k["n_heads"], k["total_heads"]) == (MAX_LAYERS, MAX_HEADS, 10) == (6, 8, 10)
     assert len(k["weights"]) == 6 and len(k["weights"][0]) == 8 and len(k["weights"][0][0]) == 40
     # the mean is over all ten heads, then cropped
-    np.testing.assert_array_equal(explorer.matrix("encoder", 5, -1), np.round(w[5].double().mean(0)[:40, :40].numpy(), 3))
+    expected = np.round(w[5].double().mean(0)[:40, :40].numpy(), 3)
+    np.testing.assert_array_equal(explorer.matrix("encoder", 5, -1), expected)
     assert explorer.data["notes"] == [
         "Only the first 40 of 50 source tokens are shown.",
         "Encoder self-attention: only the first 6 of 8 layers are shown.",
@@ -288,7 +291,8 @@ W = torch.full((2, 3, 3), 1 / 3)  # (heads, q, k)
     (({"encoders": [W]},), {}, ValueError, r"unknown kinds \['encoders'\]"),
     (({"encoder": []},), {}, ValueError, r"attention\['encoder'\] holds no layers"),
     (({"encoder": [W.tolist()]},), {}, TypeError, r"attention\['encoder'\]\[0\] must be a torch.Tensor or numpy array"),
-    (({"encoder": [W[None]]},), {}, ValueError, r"attention\['encoder'\]\[0\] has shape \(1, 2, 3, 3\).*pick one example"),
+    (({"encoder": [W[None]]},), {}, ValueError,
+     r"attention\['encoder'\]\[0\] has shape \(1, 2, 3, 3\).*pick one example"),
     (({"encoder": W[0, 0]},), {}, ValueError, r"attention\['encoder'\] must have shape \(n_layers, n_heads"),
     (({"encoder": [W, W[:, :2]]},), {}, ValueError, r"layer 0 is \(2, 3, 3\), layer 1 is \(2, 2, 3\)"),
     (({"encoder": [W * 4]},), {}, ValueError, r"attention weights lie in \[0, 1\].*not the scores"),
@@ -296,7 +300,8 @@ W = torch.full((2, 3, 3), 1 / 3)  # (heads, q, k)
     (({"encoder": [W]},), {"tokens": ["a", "b"]}, ValueError,
      r"attention\['encoder'\] has 3 query rows but tokens has 2 tokens.*\(n_heads, len\(tokens\), len\(tokens\)\)"),
     (({"cross": [W]},), {"src_tokens": ["a", "b"], "tgt_tokens": ["x", "y", "z"]}, ValueError,
-     r"attention\['cross'\] has 3 key columns but src_tokens has 2 tokens.*\(n_heads, len\(tgt_tokens\), len\(src_tokens\)\)"),
+     r"attention\['cross'\] has 3 key columns but src_tokens has 2 tokens"
+     r".*\(n_heads, len\(tgt_tokens\), len\(src_tokens\)\)"),
     (({"encoder": [W], "cross": [W[:, :, :2]]},), {}, ValueError,
      r"attention\['cross'\] has 2 key columns but attention\['encoder'\] has 3 query rows"),
     (({"encoder": [W]},), {"tokens": "abc"}, TypeError, r"tokens must be a list of strings"),

@@ -24,7 +24,9 @@ def test_dispatch_gives_our_class_with_every_parameter(make, expected):
     assert type(ours) is expected
     assert tl.count_parameters(ours) == tl.count_parameters(theirs)
     # every parameter value is there: the sorted multisets of entries agree
-    flat = lambda m: torch.sort(torch.cat([p.detach().flatten() for p in m.parameters()])).values
+    def flat(m):
+        return torch.sort(torch.cat([p.detach().flatten() for p in m.parameters()])).values
+
     assert torch.equal(flat(ours), flat(theirs))
 
 
@@ -68,7 +70,8 @@ def test_copy_keeps_dtype_norm_first_eps_dropout_and_bias(bias):
     assert all(p.dtype == torch.float64 for p in ours.parameters())
     assert ours.norm_first and all(n.norm_first and n.eps == 1e-3 for n in (ours.norm1, ours.norm2, ours.norm3))
     assert ours.self_attn.dropout.p == ours.norm1.dropout.p == ours.ff.dropout.p == 0.25
-    assert (ours.ff.w_1.bias is not None) == (ours.norm1.bias is not None) == (ours.cross_attn.w_o.bias is not None) == bias
+    biases = (ours.ff.w_1.bias, ours.norm1.bias, ours.cross_attn.w_o.bias)
+    assert [b is not None for b in biases] == [bias] * 3
     x, memory = torch.randn(2, 5, D, dtype=torch.float64), torch.randn(2, 4, D, dtype=torch.float64)
     assert (ours.eval()(x, memory) - theirs.eval()(x, memory)).abs().max() < 1e-12
 

@@ -31,7 +31,8 @@ def real(x, keep):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_encoder_layer_matches_torch(dtype, norm_first):
-    theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first, dtype=dtype).eval()
+    theirs = nn.TransformerEncoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first,
+                                        dtype=dtype).eval()
     ours = tl.from_torch(theirs).eval()
     src, _, keep, _ = batch(dtype)
     assert (ours(src) - theirs(src)).abs().max() < TOL[dtype]
@@ -45,7 +46,8 @@ def test_encoder_layer_matches_torch(dtype, norm_first):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_decoder_layer_matches_torch(dtype, norm_first):
-    theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first, dtype=dtype).eval()
+    theirs = nn.TransformerDecoderLayer(D, H, FF, dropout=0.1, batch_first=True, norm_first=norm_first,
+                                        dtype=dtype).eval()
     ours = tl.from_torch(theirs).eval()
     src, tgt, src_keep, tgt_keep = batch(dtype)
     causal = tl.causal_mask(tgt.shape[1])
@@ -109,7 +111,9 @@ def test_add_norm_is_the_papers_residual_sub_layer():
         norm.bias.normal_()
     x = torch.randn(2, 5, D, dtype=torch.float64)
     sub = nn.Linear(D, D).double()
-    ln = lambda t: nn.functional.layer_norm(t, (D,), norm.weight, norm.bias, norm.eps)
+    def ln(t):
+        return nn.functional.layer_norm(t, (D,), norm.weight, norm.bias, norm.eps)
+
     torch.testing.assert_close(norm(x), ln(x))  # alone: the LayerNorm
     torch.testing.assert_close(norm(x, sub), ln(x + sub(x)))  # post-norm: LayerNorm(x + Sublayer(x))
     norm.norm_first = True
@@ -130,7 +134,9 @@ def test_state_dict_keys_are_the_checkpoints(norm_first):
     # Checkpoints and the chapters load state_dicts by these names: they must not change.
     mha = ["w_q.weight", "w_q.bias", "w_k.weight", "w_k.bias", "w_v.weight", "w_v.bias", "w_o.weight", "w_o.bias"]
     ff = ["ff.w_1.weight", "ff.w_1.bias", "ff.w_2.weight", "ff.w_2.bias"]
-    norms = lambda n: [f"norm{i}.{w}" for i in range(1, n + 1) for w in ("weight", "bias")]
+    def norms(n):
+        return [f"norm{i}.{w}" for i in range(1, n + 1) for w in ("weight", "bias")]
+
     enc = [f"self_attn.{k}" for k in mha] + ff + norms(2)
     dec = [f"self_attn.{k}" for k in mha] + [f"cross_attn.{k}" for k in mha] + ff + norms(3)
     final = ["norm.weight", "norm.bias"] if norm_first else []

@@ -84,7 +84,8 @@ def test_query_heads_of_a_group_are_consecutive_and_tiling_is_another_model():
     torch.manual_seed(0)
     attn = tl.MultiHeadAttention(24, 6, n_kv_heads=2).double().eval()
     kv = torch.randn(1, 2, 3, 4, dtype=torch.float64)
-    assert [int(torch.nonzero((attn.share_kv(kv)[0, i] == kv[0]).all(-1).all(-1))) for i in range(6)] == [0, 0, 0, 1, 1, 1]
+    shared = attn.share_kv(kv)
+    assert [int(torch.nonzero((shared[0, i] == kv[0]).all(-1).all(-1))) for i in range(6)] == [0, 0, 0, 1, 1, 1]
     x = torch.randn(2, 5, 24, dtype=torch.float64)
     q = attn.split_heads(attn.w_q(x))
     k, v = (attn.split_heads(w(x), 2) for w in (attn.w_k, attn.w_v))

@@ -79,3 +79,15 @@ def test_to_torch_mask_inverts_the_convention_for_pytorch_modules():
     assert not torch.allclose(unconverted.nan_to_num(), theirs)
     with pytest.raises(TypeError, match="mask: expected a boolean tensor"):
         to_torch_mask(mask.float())
+
+
+def test_a_learned_positional_table_starts_as_documented_alone_and_inside_a_model():
+    # Alone: N(0, 1/d_model). Inside a model, init_weights makes it Xavier-uniform like every
+    # matrix (documented in both places: chapter 16 reads the small table this gives).
+    torch.manual_seed(0)
+    alone = tl.LearnedPositionalEncoding(64, max_len=512).pe.weight
+    assert abs(alone.std().item() - 64**-0.5) < 0.01
+    model = tl.lm.CausalLM(tl.lm.CausalLMConfig(50, d_model=64, max_len=512, positions="learned"))
+    inside = model.embed.pos.pe.weight
+    xavier = (2 / (512 + 64)) ** 0.5
+    assert abs(inside.std().item() - xavier) < 0.005 and inside.abs().max() <= (6 / (512 + 64)) ** 0.5

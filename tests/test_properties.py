@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import transformer_lib as tl
+from conftest import boolean_masks
 from transformer_lib import efficient
 from transformer_lib.masks import masked_softmax
 from transformer_lib.positional import rotation_for_offset, sinusoidal_encoding
@@ -62,13 +63,12 @@ def grads(fn, *inputs: torch.Tensor, cotangent: torch.Tensor) -> list[torch.Tens
 
 @bounded(60)
 @given(seed=seeds, rows=st.integers(1, 6), k_len=st.integers(1, 9),
-       density=st.sampled_from([0.0, 0.2, 0.5, 1.0]),
        scale=st.sampled_from([1e-3, 1.0, 50.0, 1e4, 1e30]),
-       dtype=st.sampled_from([torch.float32, torch.float64]))
-def test_masked_softmax_rows_sum_to_one_or_are_all_zero(seed, rows, k_len, density, scale, dtype):
+       dtype=st.sampled_from([torch.float32, torch.float64]), data=st.data())
+def test_masked_softmax_rows_sum_to_one_or_are_all_zero(seed, rows, k_len, scale, dtype, data):
     gen = torch.Generator().manual_seed(seed)
     scores = randn(gen, rows, k_len, scale=scale).to(dtype)
-    mask = random_mask(gen, (rows, k_len), density)
+    mask = data.draw(boolean_masks((rows, k_len)), label="mask")
     weights = masked_softmax(scores, mask)
     assert weights.dtype == dtype and not weights.isnan().any()
     assert (weights >= 0).all() and (weights[~mask] == 0).all()
@@ -78,12 +78,11 @@ def test_masked_softmax_rows_sum_to_one_or_are_all_zero(seed, rows, k_len, densi
 
 
 @bounded(30)
-@given(seed=seeds, q_len=st.integers(1, 6), k_len=st.integers(1, 6),
-       density=st.sampled_from([0.0, 0.3, 0.7]))
-def test_attention_weights_follow_the_same_rule(seed, q_len, k_len, density):
+@given(seed=seeds, q_len=st.integers(1, 6), k_len=st.integers(1, 6), data=st.data())
+def test_attention_weights_follow_the_same_rule(seed, q_len, k_len, data):
     gen = torch.Generator().manual_seed(seed)
     q, k, v = randn(gen, 2, q_len, 4), randn(gen, 2, k_len, 4), randn(gen, 2, k_len, 3)
-    mask = random_mask(gen, (2, q_len, k_len), density)
+    mask = data.draw(boolean_masks((2, q_len, k_len)), label="mask")
     out, weights = tl.scaled_dot_product_attention(q, k, v, mask)
     allowed = mask.any(-1)
     torch.testing.assert_close(weights.sum(-1)[allowed], torch.ones(int(allowed.sum()), dtype=F64))
@@ -152,9 +151,8 @@ def test_sliding_window_attention_equals_masked_exact_attention(seed, b, h, leng
 
 @bounded(30)
 @given(seed=seeds, b=st.integers(1, 2), n_heads=st.sampled_from([1, 2, 4]), q_len=st.integers(1, 7),
-       k_len=st.integers(1, 7), mask_shape=st.sampled_from(sorted(MASK_SHAPES)),
-       density=st.sampled_from([0.1, 0.5, 0.9]))
-def test_fused_and_explicit_multi_head_attention_agree(seed, b, n_heads, q_len, k_len, mask_shape, density):
+       k_len=st.integers(1, 7), mask_shape=st.sampled_from(sorted(MASK_SHAPES)), data=st.data())
+def test_fused_and_explicit_multi_head_attention_agree(seed, b, n_heads, q_len, k_len, mask_shape, data):
     """`MultiHeadAttention` takes PyTorch's fused kernel unless asked for its weights; both
     paths give the same output and the same gradients, fully masked rows included."""
     torch.manual_seed(seed)
@@ -164,7 +162,7 @@ def test_fused_and_explicit_multi_head_attention_agree(seed, b, n_heads, q_len, 
     gen = torch.Generator().manual_seed(seed)
     x, memory = randn(gen, b, q_len, 8), randn(gen, b, k_len, 8)
     shape = MASK_SHAPES[mask_shape]
-    mask = None if shape is None else random_mask(gen, shape(b, n_heads, q_len, k_len), density)
+    mask = None if shape is None else data.draw(boolean_masks(shape(b, n_heads, q_len, k_len)), label="mask")
     cotangent = randn(gen, b, q_len, 8)
     outs = [m(x, memory, memory, mask) for m in (fused, explicit)]
     torch.testing.assert_close(outs[0], outs[1], rtol=1e-10, atol=1e-12)

@@ -22,7 +22,8 @@ def _batch(n=5, lo=2, hi=9, seed=0):
 
 def _model(attention, **kw):
     torch.manual_seed(0)
-    return R.Seq2Seq(R.Seq2SeqConfig(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw)).eval()
+    config = R.Seq2SeqConfig(len(VOCAB), len(VOCAB), emb_dim=8, hidden_size=12, attn_size=10, attention=attention, **kw)
+    return R.Seq2Seq(config).eval()
 
 
 # ----------------------------------------------------------------------------- masked softmax
@@ -196,6 +197,7 @@ def test_bad_arguments():
 
 # ----------------------------------------------------------------------------- training and evaluation
 
+@pytest.mark.slow
 def test_train_trains_a_small_seq2seq_deterministically():
     pairs = D.make_copy_pairs(200, 2, 4, alphabet="abcd", seed=0)
     runs = []
@@ -205,17 +207,20 @@ def test_train_trains_a_small_seq2seq_deterministically():
         runs.append(train(model, loader, None, rnn_config(max_steps=150, lr=1e-2)).loss)
     assert runs[0] == runs[1]
     assert sum(runs[0][-10:]) / 10 < 0.5 * sum(runs[0][:10]) / 10
-    assert not model.training  # train() leaves the model in eval mode
+    assert model.training  # train() gives the model back in the mode it came in
+    train(model.eval(), loader, None, rnn_config(max_steps=1))
+    assert not model.training
     preds = translate(model, [s for s, _ in pairs[:50]], VOCAB, VOCAB, max_len=6)
     assert exact_match(preds, [t for _, t in pairs[:50]]) > 0.5  # chance is far below: 4^-n per string
 
 
-def test_the_warmup_schedule_needs_d_model_for_a_seq2seq():
+def test_the_warmup_schedule_needs_the_models_width_which_a_seq2seq_has_not():
     model = _model("dot")
     batches = [V.collate([("ab", "ab")], VOCAB, VOCAB)]
-    with pytest.raises(ValueError, match="d_model"):
-        train(model, batches, None, TrainConfig(max_steps=1, progress=False))
-    hist = train(model, batches, None, TrainConfig(max_steps=2, d_model=16, warmup=4, progress=False))
+    for cfg in (TrainConfig(max_steps=1, progress=False), TrainConfig(max_steps=1, peak_lr=1e-3, progress=False)):
+        with pytest.raises(ValueError, match="needs the model's width.*config.d_model"):
+            train(model, batches, None, cfg)
+    hist = train(model, batches, None, TrainConfig(max_steps=2, schedule="linear_warmup", warmup=4, progress=False))
     assert hist.step == [1, 2] and hist.lr[1] == pytest.approx(2 * hist.lr[0])
 
 

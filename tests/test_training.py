@@ -92,6 +92,7 @@ def copy_task(n_train=3000, seed=0):
     return vocab, train_pairs, test_pairs
 
 
+@pytest.mark.slow
 def test_short_training_run_learns_the_copy_task(tmp_path):
     tl.runtime.setup(seed=0, threads=1)
     vocab, train_pairs, test_pairs = copy_task()
@@ -120,7 +121,9 @@ def _by_hand(model, batches, steps, cfg):
     """The Transformer's training step written out: Adam (0.9, 0.98, 1e-9), equation (3) as the
     learning rate of step s, label smoothing, clipping. train() must do exactly this arithmetic."""
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    lr_at = lambda s: noam_lr(s, model.config.d_model, cfg.warmup, cfg.factor)  # noqa: E731
+    d_model = model.config.d_model
+    factor = cfg.factor if cfg.peak_lr is None else cfg.peak_lr * (d_model * cfg.warmup) ** 0.5  # peaks at peak_lr
+    lr_at = lambda s: noam_lr(s, d_model, cfg.warmup, factor)  # noqa: E731
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i + 1))
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing)
     losses = []
@@ -168,9 +171,34 @@ def test_factor_for_peak_puts_the_peak_of_equation_3_where_asked():
 
 def test_recipe_config_follows_the_shared_recipe():
     cfg = recipe_config(max_steps=7)
-    assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"]
+    assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"] and cfg.peak_lr == DATE_RECIPE["peak_lr"]
     assert cfg.target_accuracy == DATE_RECIPE["target"] and cfg.eval_every == DATE_RECIPE["eval_every"]
-    assert noam_lr(cfg.warmup, DATE_MODEL["d_model"], cfg.warmup, cfg.factor) == pytest.approx(DATE_RECIPE["peak_lr"])
+
+
+@pytest.mark.parametrize("d_model", [DATE_MODEL["d_model"], 128, 256])
+@pytest.mark.parametrize("warmup", [None, 20])
+def test_the_recipes_peak_is_its_peak_lr_whatever_the_width_and_warmup(d_model, warmup):
+    # recipe_config once turned peak_lr into a factor for d_model 64: at 128 the run peaked at
+    # 2.12e-3, at 256 at 1.5e-3; and a shorter warm-up kept the factor of 300 steps (1.16e-2).
+    from transformer_lib.schedules import lr_schedule
+
+    cfg = recipe_config() if warmup is None else recipe_config(warmup=warmup)
+    with torch.device("meta"):
+        model = tl.Transformer(tl.TransformerConfig(12, 12, d_model=d_model, n_heads=4, d_ff=32, n_layers=1))
+    lr_at = lr_schedule(cfg, model)
+    rates = [lr_at(s) for s in range(1, 3 * cfg.warmup)]
+    assert max(rates) == pytest.approx(DATE_RECIPE["peak_lr"], rel=1e-12) == pytest.approx(lr_at(cfg.warmup))
+    wrapped = torch.nn.parallel.DistributedDataParallel.__new__(torch.nn.parallel.DistributedDataParallel)
+    torch.nn.Module.__init__(wrapped)
+    wrapped.module = model  # as DDP holds it: the width is read through .module
+    assert lr_schedule(cfg, wrapped)(cfg.warmup) == pytest.approx(DATE_RECIPE["peak_lr"], rel=1e-12)
+
+
+def test_peak_lr_and_factor_are_one_setting_given_once():
+    with pytest.raises(ValueError, match="peak_lr sets the peak"):
+        TrainConfig(peak_lr=1e-3, factor=2.0)
+    with pytest.raises(ValueError, match="peak_lr sets the peak"):
+        TrainConfig(peak_lr=1e-3, schedule="constant")
 
 
 def test_train_rejects_a_one_shot_iterator_up_front():
@@ -178,13 +206,37 @@ def test_train_rejects_a_one_shot_iterator_up_front():
     model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=16, n_layers=1))
     one_shot = (collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50))  # 2 batches, once
     before = [p.detach().clone() for p in model.parameters()]
-    with pytest.raises(TypeError, match="one-shot iterator"):
-        train(model, one_shot, None, TrainConfig(max_steps=5, progress=False))
+    rng = torch.random.get_rng_state()
+    for loader in (one_shot, iter([collate(train_pairs[:50], vocab, vocab)])):
+        with pytest.raises(TypeError, match="one-shot iterator"):
+            train(model, loader, None, TrainConfig(max_steps=5, progress=False))
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters())), "no step may run before the error"
+    assert torch.equal(torch.random.get_rng_state(), rng), "the check must draw nothing"
+    assert next(one_shot)[0].shape[0] == 50, "the check must read nothing from the loader"
+    with pytest.raises(TypeError, match="re-iterable"):
+        train(model, 3, None, TrainConfig(max_steps=5, progress=False))
     # a list of the same batches is re-iterable: five steps over two batches work
     batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50)]
     hist = train(model, batches, None, TrainConfig(max_steps=5, progress=False))
     assert hist.step == [1, 2, 3, 4, 5] and hist.eval_seconds == 0.0
+
+
+def test_on_eval_can_stop_training_and_train_gives_the_model_back_in_its_mode():
+    vocab, train_pairs, _ = copy_task(n_train=100)
+    model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=16, n_layers=1))
+    batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 100, 50)]
+    seen = []
+
+    def stop_at_the_second(step, accuracy):
+        seen.append(step)
+        return step >= 4  # True: stop here
+
+    cfg = TrainConfig(max_steps=20, eval_every=2, progress=False)
+    hist = train(model.eval(), batches, batches, cfg, on_eval=stop_at_the_second)
+    assert seen == [2, 4] and hist.step[-1] == 4 and hist.stopped == "on_eval stopped training at step 4"
+    assert not model.training  # it came in eval mode
+    hist = train(model.train(), batches, batches, cfg, on_eval=lambda step, accuracy: None)
+    assert hist.step[-1] == 20 and model.training  # None (or anything but True) goes on
 
 
 def _script():
@@ -240,6 +292,7 @@ def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_rnn():
     assert _teacher_forced_right(model, pairs, src_vocab, tgt_vocab, TrainConfig(label_smoothing=0.0)) == greedy
 
 
+@pytest.mark.slow
 def test_evaluate_counts_exactly_the_targets_greedy_decoding_gets_right_transformer():
     model, src_vocab, tgt_vocab, _ = checkpoints.load(tl.CHECKPOINTS / "transformer_dates.pt")
     test = tl.data.make_date_splits(seed=0).test

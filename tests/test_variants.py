@@ -30,7 +30,9 @@ def test_rms_norm_equals_pytorch_and_drops_the_mean_and_the_bias():
 def test_rotary_embedding_is_a_rotation_whose_scores_depend_on_the_offset_only():
     rope = tl.RotaryEmbedding(8)
     q, k = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
-    rows = lambda v: v.expand(64, 8)  # the same vector at every position
+    def rows(v):  # the same vector at every position
+        return v.expand(64, 8)
+
     q_rot, k_rot = rope(rows(q)), rope(rows(k))
     torch.testing.assert_close(q_rot.norm(dim=-1), q.norm().expand(64))  # lengths kept
     for offset in (0, 3, 17):
@@ -56,7 +58,9 @@ def test_rotary_embedding_equals_its_complex_number_form_and_counts_from_start()
 
 def test_swiglu_with_two_thirds_of_d_ff_keeps_the_parameter_count():
     relu, swiglu = tl.FeedForward(48, 192), tl.SwiGLU(48, 128)
-    matrices = lambda m: sum(p.numel() for p in m.parameters() if p.dim() == 2)
+    def matrices(m):
+        return sum(p.numel() for p in m.parameters() if p.dim() == 2)
+
     assert matrices(relu) == matrices(swiglu) == 2 * 48 * 192  # three 48 x 128 matrices = two 48 x 192
     assert tl.count_parameters(swiglu) - tl.count_parameters(relu) == 2 * 128 - 192  # only the biases differ
     x = torch.randn(2, 3, 48)

@@ -12,7 +12,8 @@ def test_plot_head_grid_draws_every_head_and_the_mean():
     w = torch.softmax(torch.randn(2, 3, 4, 5), -1)
     fig = viz.plot_head_grid(w, list("abcd"), list("vwxyz"))
     maps = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
-    assert sorted(maps) == sorted(f"layer {l}, {h}" for l in (1, 2) for h in ("head 1", "head 2", "head 3", "mean of heads"))
+    heads = ("head 1", "head 2", "head 3", "mean of heads")
+    assert sorted(maps) == sorted(f"layer {layer}, {h}" for layer in (1, 2) for h in heads)
     column = [ax for ax in fig.axes if ax.get_title().startswith("layer 1")]   # layer 1: one column, mean last
     assert [ax.get_title() for ax in column][-1] == "layer 1, mean of heads"
     assert len({round(ax.get_position().x0, 3) for ax in column}) == 1

@@ -81,7 +81,8 @@ def _decoder(decoder: nn.TransformerDecoder) -> Decoder:
 def _transformer(transformer: nn.Transformer) -> EncoderDecoder:
     for name in ("encoder", "decoder"):
         if not isinstance(getattr(transformer, name), (nn.TransformerEncoder, nn.TransformerDecoder)):
-            raise TypeError(f"transformer.{name} must be PyTorch's own stack, got {type(getattr(transformer, name)).__name__}")
+            raise TypeError(f"transformer.{name} must be PyTorch's own stack, "
+                            f"got {type(getattr(transformer, name)).__name__}")
     return EncoderDecoder(_encoder(transformer.encoder), _decoder(transformer.decoder))
 
 
@@ -154,7 +155,8 @@ def _settings(layer: nn.Module) -> dict:
 
 def _check_attention(mha: nn.MultiheadAttention) -> None:
     if not mha.batch_first:
-        raise ValueError("the MultiheadAttention must have batch_first=True: the library's modules take (batch, length, d_model)")
+        raise ValueError("the MultiheadAttention must have batch_first=True: the library's modules take "
+                         "(batch, length, d_model)")
     if mha.in_proj_weight is None or mha.bias_k is not None:
         raise ValueError("the MultiheadAttention must use kdim = vdim = embed_dim and add_bias_kv=False")
 

@@ -37,7 +37,8 @@ class LabelSmoothingLoss(nn.Module):
         check_tensor("logits", logits, floating=True)
         check_tensor("target", target)
         if logits.shape[:-1] != target.shape:
-            raise ValueError(f"logits (..., V) and target (...) disagree: {tuple(logits.shape)} vs {tuple(target.shape)}")
+            raise ValueError(f"logits (..., V) and target (...) disagree: "
+                             f"{tuple(logits.shape)} vs {tuple(target.shape)}")
         vocab = logits.shape[-1]
         _check_target(target, vocab, self.pad_id)
         logp = logits.float().log_softmax(-1).reshape(-1, vocab)  # (N, V)

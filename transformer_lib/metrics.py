@@ -9,7 +9,8 @@ def _check_pairs(predictions: Sequence[str], references: Sequence[str]) -> None:
     if isinstance(predictions, str) or isinstance(references, str):
         raise TypeError("predictions and references must be sequences of strings, not single strings")
     if len(predictions) != len(references):
-        raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) must have the same length")
+        raise ValueError(f"predictions ({len(predictions)}) and references ({len(references)}) "
+                         "must have the same length")
     if len(references) == 0:
         raise ValueError("references must not be empty")
 
@@ -20,7 +21,8 @@ def exact_match(predictions: Sequence[str], references: Sequence[str]) -> float:
     return sum(p == r for p, r in zip(predictions, references)) / len(references)
 
 
-def accuracy_by_length(sources: Sequence[str], predictions: Sequence[str], references: Sequence[str]) -> dict[int, float]:
+def accuracy_by_length(sources: Sequence[str], predictions: Sequence[str],
+                       references: Sequence[str]) -> dict[int, float]:
     """Exact match grouped by the length of the source: ``{length: accuracy}``, sorted by length."""
     _check_pairs(predictions, references)
     if isinstance(sources, str) or len(sources) != len(references):

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib.book import asides, diagrams, viz  # noqa: E402
+from transformer_lib.book import diagrams, geometry, viz  # noqa: E402
 from transformer_lib.positional import sinusoidal_encoding  # noqa: E402
 
 
@@ -121,7 +121,7 @@ def test_positional_table_and_dot_products_show_the_numbers_given():
 
 def test_offset_turns_draw_each_pair_at_its_frequency():
     zoomed = ((-0.3, 1.4), (-0.15, 1.55))
-    fig = asides.plot_offset_turns(64, pairs=[4, 10], starts=[2, 10], offset=3,
+    fig = geometry.plot_offset_turns(64, pairs=[4, 10], starts=[2, 10], offset=3,
                                    limits=[((-1.5, 1.5), (-1.5, 1.5)), zoomed])
     left, right = fig.axes
     assert left.get_title() == f"pair 4: $\\omega$ = {10000 ** (-8 / 64):.3f} per step"
@@ -130,6 +130,6 @@ def test_offset_turns_draw_each_pair_at_its_frequency():
     assert fig._suptitle.get_text().endswith("from positions 2 and 10")
     plt.close(fig)
     with pytest.raises(ValueError, match="pairs must lie in 0 .. d_model/2 - 1 = 31"):
-        asides.plot_offset_turns(64, pairs=[32], starts=[2], offset=3)
+        geometry.plot_offset_turns(64, pairs=[32], starts=[2], offset=3)
     with pytest.raises(ValueError, match="one limits and one label_positions entry per pair"):
-        asides.plot_offset_turns(64, pairs=[4, 10], starts=[2], offset=3, limits=[zoomed])
+        geometry.plot_offset_turns(64, pairs=[4, 10], starts=[2], offset=3, limits=[zoomed])

@@ -202,7 +202,7 @@ def test_explorers_on_page(path, open_page, screenshots):
         last = len(k["queries"]) - 1
         root.locator(f'table.tlx-heat tbody tr[data-row="{last}"] th').hover()
         assert active.get_attribute("data-row") == str(last), f"{what}: hovering a row's token"
-        root.locator(f'svg.tlx-lines text.tlx-q[data-row="0"]').hover()
+        root.locator('svg.tlx-lines text.tlx-q[data-row="0"]').hover()
         assert active.get_attribute("data-row") == "0", f"{what}: hovering a query token in the lines"
         assert root.locator("svg.tlx-lines text.tlx-q.tlx-active").get_attribute("data-row") == "0"
         strong = [float(x) for x in root.locator("svg.tlx-lines line:not(.tlx-dim)").evaluate_all(
@@ -231,7 +231,8 @@ def test_explorers_on_page(path, open_page, screenshots):
         first, other = roots.nth(ns[0]), roots.nth(ns[1])
         first.locator("button.tlx-thumb").last.click()
         a, b = drawn(first), drawn(other)
-        assert (a["kind"], a["layer"], a["head"]) == (b["kind"], b["layer"], b["head"]), f"{path}: views of {model_id} differ"
+        assert (a["kind"], a["layer"], a["head"]) == (b["kind"], b["layer"], b["head"]), (
+            f"{path}: views of {model_id} differ")
         assert a["weights"] == b["weights"], f"{path}: two views of {model_id} draw different maps"
 
     assert not log["foreign"], f"requests to other hosts: {log['foreign']}"

@@ -90,7 +90,8 @@ IMAGES = """async () => {
     try { await img.decode(); } catch (e) {}
     out.push({
       src: img.getAttribute("src"), width: img.naturalWidth, alt: img.getAttribute("alt"),
-      decorative: ["presentation", "none"].includes(img.getAttribute("role")) || img.getAttribute("aria-hidden") === "true",
+      decorative: ["presentation", "none"].includes(img.getAttribute("role"))
+        || img.getAttribute("aria-hidden") === "true",
     });
   }
   return out;
@@ -141,7 +142,8 @@ def open_page(browser, site_url: str, path: str, height: int = 900):
             route.abort()
 
     page.route("**/*", on_route)
-    page.on("console", lambda m: m.type == "error" and log["errors"].append(f"console: {m.text} ({m.location.get('url')})"))
+    page.on("console", lambda m: m.type == "error"
+            and log["errors"].append(f"console: {m.text} ({m.location.get('url')})"))
     page.on("pageerror", lambda e: log["errors"].append(f"page error: {e}"))
     page.on("request", lambda r: log["requests"].append(r.url))
     page.on("requestfailed", lambda r: log["failed"].append(f"{r.url} ({r.failure})"))
@@ -344,9 +346,21 @@ class TestPage:
                 problems.append(f"{link['raw']} ({link['text']!r}): no element with id {fragment!r} there")
         assert not problems, "broken internal links:\n" + "\n".join(sorted(set(problems)))
 
-    def test_screenshot(self, loaded, doc, screenshots):
+    def test_screenshot_shows_a_page(self, loaded, doc, screenshots):
+        """The page as a reader sees it, kept under artifacts/ for review; it must show a page:
+        as wide as the window, at least a screen tall, and not one flat colour."""
+        from PIL import Image
+
         page, _ = loaded
-        page.screenshot(path=str(screenshots / (doc.replace("/", "__") + ".png")), full_page=True)
+        path = screenshots / (doc.replace("/", "__") + ".png")
+        page.screenshot(path=str(path), full_page=True)
+        with Image.open(path) as image:
+            width, height = image.size
+            grey = image.convert("L")
+            counts = sorted((n for n, _ in grey.getcolors(maxcolors=256)), reverse=True)
+        window = page.viewport_size
+        assert width == window["width"] and height >= window["height"], (width, height, window)
+        assert len(counts) > 8 and counts[0] < 0.995 * width * height, "the screenshot is (nearly) blank"
 
     def test_accessibility(self, loaded, doc, axe_script):
         page, _ = loaded

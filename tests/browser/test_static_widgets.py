@@ -96,8 +96,9 @@ def test_missing_model_is_a_clear_error():
 
 def test_which_models_the_loader_draws():
     assert static_widgets.drawn_by_loader(anywidget(EXPLORER))
-    assert static_widgets.drawn_by_loader({"model_module": "@jupyter-widgets/controls", "model_name": "FloatProgressModel"})
-    assert not static_widgets.drawn_by_loader({"model_module": "@jupyter-widgets/controls", "model_name": "IntSliderModel"})
+    controls = "@jupyter-widgets/controls"
+    assert static_widgets.drawn_by_loader({"model_module": controls, "model_name": "FloatProgressModel"})
+    assert not static_widgets.drawn_by_loader({"model_module": controls, "model_name": "IntSliderModel"})
     assert not static_widgets.drawn_by_loader({"model_module": "bqplot", "model_name": "FigureModel"})
 
 

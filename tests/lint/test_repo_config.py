@@ -142,7 +142,8 @@ def test_first_code_cell_is_the_setup_cell(path):
         "the first code cell must begin with the setup cell of CONTRIBUTING.md, word for word:\n"
         f"{expected}...\nit begins:\n{source[:len(expected) + 40]}"
     )
-    printed = [o for o in code[0].get("outputs", []) if o.get("output_type") in ("stream", "display_data", "execute_result")]
+    shown = ("stream", "display_data", "execute_result")
+    printed = [o for o in code[0].get("outputs", []) if o.get("output_type") in shown]
     assert not printed, "the setup cell prints something locally (its committed outputs should be empty)"
     later = [i for i, c in enumerate(code[1:], 2) if re.search(r"^\s*[%!]\s*pip\b", "".join(c["source"]), re.M)]
     assert not later, f"code cells {later} install packages: only the setup cell may"
@@ -206,7 +207,8 @@ def test_binder_environment():
     assert not heavy & set(pins(ROOT / "binder" / "requirements.txt")), "binder/ installs build or test tools"
     post_build = ROOT / "binder" / "postBuild"
     assert post_build.is_file() and post_build.stat().st_mode & 0o111, "binder/postBuild must exist and be executable"
-    commands = [line for line in post_build.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    commands = [line for line in post_build.read_text().splitlines()
+                if line.strip() and not line.lstrip().startswith("#")]
     assert any(re.search(r"\bpip install\b.*\s-e\s+\.\s*$|\bpip install\b.*\s\.\s*$", line) for line in commands), (
         "binder/postBuild must install the repository's own package (pip install -e .)"
     )
@@ -258,6 +260,7 @@ def test_make_test_unit_leaves_out_lint_and_notebooks():
     assert "--ignore=tests/lint" in recipe and "--nbval" not in recipe and "chapters" not in recipe
     lint = re.search(r"^lint:[^\n]*\n((?:\t.*\n)*)", makefile, re.M).group(1)
     assert "tests/lint" in lint
+    assert re.search(r"ruff check transformer_lib tests scripts\b", lint), "make lint must run ruff on the code"
 
 
 def test_readme_commands():
@@ -281,8 +284,10 @@ def test_workflow_builds_tests_and_publishes():
     assert "main" in (triggers.get("push") or {}).get("branches", []), "the workflow must run on pushes to main"
     assert ci_commands(text)[:4] == ["make test", "make test-kernels", "make book", "make browser-test"], (
         "the workflow must run the README's commands and the notebook check under other kernels")
-    assert re.search(r"apt-get install[^\n]*(\\\n[^\n]*)*\bchromium\b", text), "the workflow must install chromium with apt"
-    assert "actions/upload-pages-artifact" in text and "actions/deploy-pages" in text, "the workflow must publish to Pages"
+    assert re.search(r"apt-get install[^\n]*(\\\n[^\n]*)*\bchromium\b", text), (
+        "the workflow must install chromium with apt")
+    assert "actions/upload-pages-artifact" in text and "actions/deploy-pages" in text, (
+        "the workflow must publish to Pages")
     assert "_build/html" in text
 
 

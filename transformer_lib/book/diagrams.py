@@ -125,11 +125,13 @@ def draw_beam_tree(steps, ax=None, title: str | None = None, best: Sequence[str]
 #: Every box of the map: (name, part it belongs to, label), bottom to top, per column.
 _ENCODER = [("src", "io", "source tokens"), ("src-emb", "embedding", "embedding $\\times \\sqrt{d_{model}}$"),
             ("src-pos", "position", "+ positional encoding"), ("enc-attn", "attention", "self-attention"),
-            ("enc-norm1", "norm", "add & norm"), ("enc-ffn", "ffn", "feed-forward"), ("enc-norm2", "norm", "add & norm")]
+            ("enc-norm1", "norm", "add & norm"), ("enc-ffn", "ffn", "feed-forward"),
+            ("enc-norm2", "norm", "add & norm")]
 _DECODER = [("tgt", "io", "target, shifted right"), ("tgt-emb", "embedding", "embedding $\\times \\sqrt{d_{model}}$"),
             ("tgt-pos", "position", "+ positional encoding"), ("dec-attn", "masked", "masked self-attention"),
             ("dec-norm1", "norm", "add & norm"), ("dec-cross", "cross", "cross-attention"),
-            ("dec-norm2", "norm", "add & norm"), ("dec-ffn", "ffn", "feed-forward"), ("dec-norm3", "norm", "add & norm"),
+            ("dec-norm2", "norm", "add & norm"), ("dec-ffn", "ffn", "feed-forward"),
+            ("dec-norm3", "norm", "add & norm"),
             ("linear", "embedding", "linear ($E^{\\top}$)"), ("softmax", "softmax", "softmax: P(next token)")]
 _LAYER_BOXES = {"encoder": {"enc-attn", "enc-norm1", "enc-ffn", "enc-norm2"},
                 "decoder": {"dec-attn", "dec-norm1", "dec-cross", "dec-norm2", "dec-ffn", "dec-norm3"},
@@ -321,7 +323,7 @@ def draw_average(X, words: Sequence[str], focus: str, figsize=(6.5, 3.3)):
     import matplotlib.pyplot as plt
     import torch
 
-    from .asides import convex_hull
+    from .geometry import convex_hull
 
     X = torch.as_tensor(X, dtype=torch.float64)
     words = list(words)

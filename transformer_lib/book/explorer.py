@@ -30,7 +30,8 @@ To keep notebooks small the state (built by `explorer_state.build_state`) holds 
 rounded to `decimals` (3) places, each matrix row as one string of numbers (".25 .5 0 1";
 `explorer.matrix(kind, layer, head)` reads one back), and at most `max_tokens` (40) query and
 key positions, `max_layers` (6) layers and `max_heads` (8) heads per kind; anything beyond is
-left out and the widget says so. The mean of the heads is always the mean of all of them. The weights of a run of 20 tokens with 2 layers of 4 heads of
+left out and the widget says so. The mean of the heads is always the mean of all of them. The
+weights of a run of 20 tokens with 2 layers of 4 heads of
 each of the three kinds take about 55 kB of notebook; every explorer also carries its own
 JavaScript and CSS (about 34 kB), which is what lets it work without installing anything (the
 book's website serves them once, as files).
@@ -142,14 +143,15 @@ class AttentionExplorer(anywidget.AnyWidget):
         `record_attention` collecting every attention module's weights. `index` picks the
         example of the batch; ids may also be one example, (length,).
 
-        Padding (`pad_id`, by default `model.config.pad_id` where the model has one) is left out
+        Padding (`pad_id`, by default <pad>, `special_tokens.PAD_ID`) is left out
         when no tokens are given or when the tokens are as many as the non-padding positions.
 
         With `encode_fn`, live in a notebook, the explorer offers a text box: `encode_fn(text)`
         returns `(src_ids, tgt_ids, src_tokens, tgt_tokens)` (or a dict with those keys) for the
         reader's text, and the explorer shows the model's attention on it, titled "Your input: ...".
         """
-        explorer = cls(*run_model(model, src_ids, tgt_ids, src_tokens, tgt_tokens, index=index, pad_id=pad_id), **options)
+        ran = run_model(model, src_ids, tgt_ids, src_tokens, tgt_tokens, index=index, pad_id=pad_id)
+        explorer = cls(*ran, **options)
         if encode_fn is not None:
             if not callable(encode_fn):
                 raise TypeError(f"encode_fn must be callable, got {type(encode_fn).__name__}")
@@ -242,7 +244,8 @@ class AttentionExplorer(anywidget.AnyWidget):
         for k in self.data.get("kinds", []):
             heads = f"{k['total_heads']} head" + ("s" if k["total_heads"] != 1 else "")
             layers = f"{k['n_layers']} layer" + ("s" if k["n_layers"] != 1 else "")
-            parts.append(f"{k['label'].lower()}, {layers} x {heads}, {len(k['queries'])} queries x {len(k['keys'])} keys")
+            parts.append(f"{k['label'].lower()}, {layers} x {heads}, "
+                         f"{len(k['queries'])} queries x {len(k['keys'])} keys")
         return "AttentionExplorer: " + "; ".join(parts)
 
     def __repr__(self) -> str:

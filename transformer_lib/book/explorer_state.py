@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .._checks import as_numpy, check_positive_int, check_tokens
-from ..attention_maps import KINDS
+from ..attention_maps import MAP_KINDS as KINDS
 
 __all__ = ["MAX_TOKENS", "MAX_LAYERS", "MAX_HEADS", "build_state", "parse_rows", "check_selection", "state_matrix"]
 
@@ -53,11 +53,13 @@ def _layers_of(value, name: str) -> list[np.ndarray]:
                     f"for a batch, pick one example, e.g. weights[0]"
                 )
             if a.ndim not in (2, 3):
-                raise ValueError(f"{name}[{i}] must have shape (n_heads, q_len, k_len) or (q_len, k_len), got {tuple(a.shape)}")
+                raise ValueError(f"{name}[{i}] must have shape (n_heads, q_len, k_len) or (q_len, k_len), "
+                                 f"got {tuple(a.shape)}")
             layers.append(a[None] if a.ndim == 2 else a)
     else:
         raise TypeError(
-            f"{name} must be a list of per-layer tensors (n_heads, q_len, k_len) or one tensor, got {type(value).__name__}"
+            f"{name} must be a list of per-layer tensors (n_heads, q_len, k_len) or one tensor, "
+            f"got {type(value).__name__}"
         )
     if not layers:
         raise ValueError(f"{name} holds no layers: expected at least one (n_heads, q_len, k_len) tensor")

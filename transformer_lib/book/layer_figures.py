@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 
 from ..masks import causal_mask
-from .asides import draw_mask
+from .viz import draw_mask
 from .diagrams import COLOURS, arrow, box
 
 __all__ = ["encoder_layer_figure", "mask_figure", "decoder_layer_figure", "full_model_figure"]

@@ -1,6 +1,6 @@
 """Plotting defaults and the book's heat maps: attention weights (one map, the heads of a layer,
-every head of every layer), annotated matrices, similarities and the positional tables. The
-pictures of tensors as blocks of their shapes are in `shapes`."""
+every head of every layer), annotated matrices, similarities, the positional tables and masks
+as grids (`draw_mask`). The pictures of tensors as blocks of their shapes are in `shapes`."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,7 +8,9 @@ from typing import Sequence
 import matplotlib as mpl
 import numpy as np
 
-from .._checks import as_numpy
+import torch
+
+from .._checks import as_numpy, check_tensor
 
 #: Colour maps that stay readable for colour-blind readers and in grey scale.
 SEQUENTIAL_CMAP = "viridis"
@@ -82,6 +84,25 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
     return ax
 
 
+
+def draw_mask(ax, mask: torch.Tensor, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str):
+    """A boolean (T, S) mask as a grid: blue where a query may attend to a key, white where blocked."""
+    from matplotlib.colors import ListedColormap
+
+    check_tensor("mask", mask, ndim=2)
+    if tuple(mask.shape) != (len(q_tokens), len(k_tokens)):
+        raise ValueError(f"mask must have shape (len(q_tokens), len(k_tokens)) = "
+                         f"{(len(q_tokens), len(k_tokens))}, got {tuple(mask.shape)}")
+    ax.imshow(as_numpy("mask", mask), cmap=ListedColormap(["#FFFFFF", "#0072B2"]), vmin=0, vmax=1)
+    ax.set_xticks(range(len(k_tokens)), labels=k_tokens, rotation=90)
+    ax.set_yticks(range(len(q_tokens)), labels=q_tokens)
+    ax.set_xticks([x - 0.5 for x in range(1, len(k_tokens))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(q_tokens))], minor=True)
+    ax.grid(which="minor", color="#AAAAAA", lw=0.5)
+    ax.tick_params(which="minor", length=0)
+    ax.set(title=title, xlabel="key (attended to)", ylabel="query (attending)")
+    return ax
+
 def text_colour(rgba) -> str:
     """'black' or 'white', whichever contrasts more with the colour `rgba` (WCAG 2 contrast ratio)."""
     r, g, b = (c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in mpl.colors.to_rgb(rgba))
@@ -139,7 +160,8 @@ def plot_head_grid(weights, query_tokens: Sequence[str], key_tokens: Sequence[st
         raise ValueError(f"query_tokens and key_tokens must have {q_len} and {k_len} tokens, "
                          f"got {len(query_tokens)} and {len(key_tokens)}")
     fig, axes = plt.subplots(n_heads + 1, n_layers, squeeze=False, sharex=True, sharey=True,
-                             figsize=(size * n_layers * max(k_len, 4) / 12 + 1.5, size * (n_heads + 1) * max(q_len, 4) / 12 + 1.2))
+                             figsize=(size * n_layers * max(k_len, 4) / 12 + 1.5,
+                                      size * (n_heads + 1) * max(q_len, 4) / 12 + 1.2))
     for layer in range(n_layers):
         maps = list(w[layer]) + [w[layer].mean(0)]
         for row, m in enumerate(maps):

@@ -1,23 +1,15 @@
-"""Asides of chapters 3 and 6-8: helpers whose code is not the chapter's subject.
-
-A chapter calls these where pasting them would bury its story: a convex-hull routine for the
-"attention only re-averages" pictures of chapters 3 and 7, the small post-norm/pre-norm
-training run of chapter 7 (through the book's one loop, `training.train`), the
-offset-as-a-turn panels of chapter 6 and the mask grid of chapter 8.
-"""
+"""Points in the plane: the convex hull of the "attention only re-averages" pictures (chapters 3
+and 7) and one sinusoid pair's turn on the unit circle, alone or for several pairs (chapter 6)."""
 from __future__ import annotations
 
 import math
 from typing import Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from .._checks import as_numpy, check_non_negative_int, check_positive_int, check_tensor
-from ..layers import Encoder
-from ..model import Embeddings, init_weights
-from ..training import TrainConfig, train
+from .._checks import check_positive_int, check_tensor
+
+__all__ = ["convex_hull", "draw_offset_turns", "plot_offset_turns"]
 
 
 def convex_hull(points: torch.Tensor) -> torch.Tensor:
@@ -46,76 +38,6 @@ def convex_hull(points: torch.Tensor) -> torch.Tensor:
 
     return torch.tensor(half(pts) + half(pts[::-1]), dtype=points.dtype)
 
-
-def running_mean(values: Sequence[float], k: int = 10) -> list[float]:
-    """Mean of the last `k` values at every index (fewer at the start): a smoothed loss curve."""
-    check_positive_int("k", k)
-    out, total = [], 0.0
-    for i, v in enumerate(values):
-        total += v
-        if i >= k:
-            total -= values[i - k]
-        out.append(total / min(i + 1, k))
-    return out
-
-
-# ----- chapter 7: the reversal task for post-norm versus pre-norm -----
-
-def reverse_batch(generator: torch.Generator, batch_size: int = 32, seq_len: int = 8, n_symbols: int = 8):
-    """A batch of random symbol sequences and their reversals: x, y of shape (batch_size, seq_len)."""
-    x = torch.randint(0, n_symbols, (batch_size, seq_len), generator=generator, device=generator.device)
-    return x, x.flip(1)
-
-
-class ReverseTagger(nn.Module):
-    """`Embeddings` (times sqrt(d_model), sinusoidal positions) -> `tl.Encoder` -> a linear read-out.
-
-    ids (B, T) -> logits (B, T, n_symbols). No dropout; every matrix Xavier-uniform.
-    """
-
-    def __init__(self, n_layers: int, norm_first: bool, d_model: int = 32, n_heads: int = 4, d_ff: int = 64,
-                 seq_len: int = 8, n_symbols: int = 8):
-        super().__init__()
-        self.embed = Embeddings(n_symbols, d_model, max_len=seq_len)
-        self.encoder = Encoder(d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, dropout=0.0,
-                               norm_first=norm_first)
-        self.read_out = nn.Linear(d_model, n_symbols)
-        init_weights(self)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.read_out(self.encoder(self.embed(ids)))
-
-
-def tagging_loss(model: nn.Module, batch, cfg: TrainConfig) -> torch.Tensor:
-    """Cross-entropy of a tagger's logits (B, T, n) against the tags y (B, T) of a batch (x, y):
-    the `loss_fn` of `training.train` for the reversal task."""
-    x, y = batch
-    return F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-
-
-def train_reverse(n_layers: int, norm_first: bool, warmup: int, steps: int = 200, lr: float = 1e-2,
-                  seed: int = 0, data_seed: int = 1) -> list[float]:
-    """Train a `ReverseTagger` to reverse 8 symbols out of 8; return the loss of every step.
-
-    The book's one loop, `training.train`, with Adam (betas 0.9, 0.98 as in Vaswani et al.
-    2017, section 5.3; PyTorch's epsilon 1e-8), learning rate `lr` ramped up linearly over the
-    first `warmup` steps (0: no warm-up), no clipping, and `steps` batches of 32 drawn from a
-    generator seeded with `data_seed`, so every run with that seed sees the same batches; `seed`
-    seeds the initialisation. Chance level is ln 8 = 2.079.
-    """
-    check_positive_int("steps", steps)
-    check_non_negative_int("warmup", warmup)
-    torch.manual_seed(seed)
-    check_non_negative_int("data_seed", data_seed)
-    data = torch.Generator().manual_seed(data_seed)
-    batches = [reverse_batch(data) for _ in range(steps)]
-    model = ReverseTagger(n_layers, norm_first)
-    cfg = TrainConfig(max_steps=steps, schedule="linear_warmup" if warmup else "constant", warmup=max(warmup, 1),
-                      lr=lr, betas=(0.9, 0.98), adam_eps=1e-8, clip_norm=None, progress=False)
-    return train(model, batches, cfg=cfg, loss_fn=tagging_loss).loss
-
-
-# ----- figures -----
 
 def draw_offset_turns(ax, omega: float, starts: Sequence[int], offset: int, n_positions: int = 20,
                       colours: Sequence[str] = ("#E69F00", "#009E73"), limits=((-1.5, 1.5), (-1.5, 1.5)),
@@ -196,22 +118,3 @@ def plot_offset_turns(d_model: int, pairs: Sequence[int], starts: Sequence[int],
                  f"from positions {shown}")
     fig.tight_layout()
     return fig
-
-
-def draw_mask(ax, mask: torch.Tensor, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str):
-    """A boolean (T, S) mask as a grid: blue where a query may attend to a key, white where blocked."""
-    from matplotlib.colors import ListedColormap
-
-    check_tensor("mask", mask, ndim=2)
-    if tuple(mask.shape) != (len(q_tokens), len(k_tokens)):
-        raise ValueError(f"mask must have shape (len(q_tokens), len(k_tokens)) = "
-                         f"{(len(q_tokens), len(k_tokens))}, got {tuple(mask.shape)}")
-    ax.imshow(as_numpy("mask", mask), cmap=ListedColormap(["#FFFFFF", "#0072B2"]), vmin=0, vmax=1)
-    ax.set_xticks(range(len(k_tokens)), labels=k_tokens, rotation=90)
-    ax.set_yticks(range(len(q_tokens)), labels=q_tokens)
-    ax.set_xticks([x - 0.5 for x in range(1, len(k_tokens))], minor=True)
-    ax.set_yticks([y - 0.5 for y in range(1, len(q_tokens))], minor=True)
-    ax.grid(which="minor", color="#AAAAAA", lw=0.5)
-    ax.tick_params(which="minor", length=0)
-    ax.set(title=title, xlabel="key (attended to)", ylabel="query (attending)")
-    return ax

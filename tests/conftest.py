@@ -29,3 +29,8 @@ def _seed_and_threads():
 def to_torch_padding(mask_keep):
     """Our key padding (batch, 1, 1, S), True = real token -> PyTorch's (batch, S), True = pad."""
     return ~mask_keep[:, 0, 0, :]
+
+
+def pytest_configure(config):
+    # `pytest -m "not slow"` runs the fast unit tests in well under a minute.
+    config.addinivalue_line("markers", "slow: takes seconds to minutes (training runs, launched processes)")

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import transformer_lib as tl
-from transformer_lib.attention_maps import KINDS, attention_by_kind, attention_kind, run_model
+from transformer_lib.attention_maps import MAP_KINDS, attention_by_kind, attention_kind, run_model
 
 
 def test_attention_kind_of_every_module_of_the_book_models():
@@ -18,7 +18,7 @@ def test_attention_kind_of_every_module_of_the_book_models():
     # the same rule for a model held inside another module
     assert attention_kind("model.encoder.layers.0.self_attn") == "encoder"
     assert attention_kind("layers.3.cross_attn") == "cross"
-    assert set(KINDS) >= {"encoder", "decoder", "cross"}
+    assert set(MAP_KINDS) >= {"encoder", "decoder", "cross"}
 
 
 def test_attention_by_kind_keeps_module_order_and_picks_the_example():

@@ -363,8 +363,8 @@ def test_beam_search_agrees_with_greedy_on_the_date_model_where_it_must():
                                  locale, fmt)
                for locale in ("en", "fr", "de", "es") for fmt in dates.date_patterns(locale)]
     src, _ = tl.vocab.collate([(s, "") for s in sources], src_vocab, tgt_vocab)
-    greedy = greedy_decode(model, src, 12, eos_id=tl.vocab.EOS_ID)
-    beam = beam_search(model, src, 12, beam_size=3, eos_id=tl.vocab.EOS_ID)
+    greedy = greedy_decode(model, src, 12)
+    beam = beam_search(model, src, 12, beam_size=3)
     ys = torch.cat([torch.full((len(sources), 1), tl.vocab.BOS_ID), greedy.tokens], 1)
     with torch.no_grad():
         mask = padding_mask(src, tl.vocab.PAD_ID)

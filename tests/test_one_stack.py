@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import transformer_lib as tl
 from transformer_lib import checkpoints, lm, rnn
-from transformer_lib.book import asides
+from transformer_lib.book import norm_study
 from transformer_lib.schedules import lr_schedule
 from transformer_lib.training import TrainConfig, train
 from transformer_lib.vocab import Vocab
@@ -20,12 +20,12 @@ def test_train_reverse_runs_the_one_loop_and_equals_the_loop_it_replaced():
     def old_loop(n_layers, norm_first, warmup, steps=12, lr=1e-2):
         torch.manual_seed(0)
         data = torch.Generator().manual_seed(1)
-        model = asides.ReverseTagger(n_layers, norm_first)
+        model = norm_study.ReverseTagger(n_layers, norm_first)
         opt = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
         ramp = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup) if warmup else 1.0)
         losses = []
         for _ in range(steps):
-            x, y = asides.reverse_batch(data)
+            x, y = norm_study.reverse_batch(data)
             loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
             opt.zero_grad()
             loss.backward()
@@ -35,7 +35,7 @@ def test_train_reverse_runs_the_one_loop_and_equals_the_loop_it_replaced():
         return losses
 
     for warmup in (0, 5):
-        assert asides.train_reverse(2, False, warmup, steps=12) == old_loop(2, False, warmup)
+        assert norm_study.train_reverse(2, False, warmup, steps=12) == old_loop(2, False, warmup)
 
 
 def test_linear_warmup_schedule_ramps_then_holds():
@@ -89,4 +89,4 @@ def test_every_kind_is_built_one_way_from_its_stored_config(tmp_path):
         checkpoints.save(tmp_path / "m.pt", model, vocab, vocab)
         loaded = checkpoints.load(tmp_path / "m.pt")[0]
         assert type(loaded) is type(model) and dataclasses.asdict(loaded.config) == dataclasses.asdict(model.config)
-    assert set(checkpoints.KINDS) == {"Transformer", "Seq2Seq", "CausalLM"}
+    assert set(checkpoints.MODELS) == {"Transformer", "Seq2Seq", "CausalLM"}

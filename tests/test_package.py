@@ -1,6 +1,11 @@
-"""Properties of the package as a whole."""
+"""Properties of the package as a whole: its floors (no import runs back up), no cycles, no
+module over 400 lines, the library apart from the book's aids."""
+import ast
 import subprocess
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "transformer_lib"
 
 
 def test_the_library_never_imports_the_books_aids():
@@ -9,10 +14,7 @@ def test_the_library_never_imports_the_books_aids():
     code = "import sys, transformer_lib; print(sorted(m for m in sys.modules if '.book' in m))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
-    import ast
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent / "transformer_lib"
+    root = ROOT
     offenders = []
     for path in root.rglob("*.py"):
         if "book" in path.relative_to(root).parts:
@@ -44,34 +46,77 @@ def test_public_names_exist_and_from_torch_is_exported():
     assert tl.from_torch is tl.interop.from_torch and tl.AddNorm is tl.residual.AddNorm
 
 
-def _package_imports() -> dict[str, set[str]]:
-    """module -> the package modules it imports (at the top or inside functions), read with ast."""
-    import ast
-    from pathlib import Path
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts) or "__init__"
 
-    root = Path(__file__).resolve().parent.parent / "transformer_lib"
+
+def _package_imports() -> dict[str, set[str]]:
+    """module (dotted, below transformer_lib) -> the package modules it imports, at the top or
+    inside functions, read with ast (relative imports resolved; `from . import x` names x)."""
     graph = {}
-    for path in root.glob("*.py"):
-        name, found = path.stem, set()
+    for path in sorted(ROOT.rglob("*.py")):
+        name = _module_name(path)
+        package = [] if name == "__init__" else name.split(".")[: None if path.name == "__init__.py" else -1]
+        found = set()
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1]
                 if node.module:
-                    found.add(node.module.split(".")[0])
+                    found.add(".".join(base + node.module.split(".")))
                 else:
-                    found.update(alias.name for alias in node.names)
+                    found.update(".".join(base + [alias.name]) for alias in node.names)
         graph[name] = found - {name}
     return graph
 
 
-TEACHING = {"attention", "kv_cache", "positional", "masks", "residual", "layers", "model", "rnn"}
+#: The floors of the package, from the ground up (CONTRIBUTING.md, "Layout", draws them): a
+#: module imports only from its own floor or the floors below. Every module stands on one.
+FLOORS = [
+    ("foundation", {"_checks", "special_tokens", "runtime", "memory", "metrics", "dates"}),
+    ("the paper's pieces, and the data", {"masks", "positional", "kv_cache", "residual", "losses", "schedules",
+                                          "vocab", "data"}),
+    ("attention", {"attention"}),
+    ("blocks and efficient attention", {"layers", "efficient", "flash"}),
+    ("models", {"model", "rnn", "lm"}),
+    ("what uses a model", {"checkpoints", "checkpoints.format", "interop", "attention_maps", "decoding", "training",
+                           "recipes"}),
+    ("parallel (chapter 17)", {"parallel"}),
+    ("the book's teaching aids", {"book"}),
+    ("the package's face", {"__init__"}),
+]
+#: The modules that read like the papers: they never reach into the data plumbing.
+PAPER = FLOORS[1][1] - {"vocab", "data"} | FLOORS[2][1] | FLOORS[3][1] | FLOORS[4][1]
 
 
-def test_the_teaching_modules_import_only_each_other_and_the_checks():
-    # the modules that read like the papers never reach up into training, decoding, interop or drawing
+def _floor(module: str) -> int:
+    top = module.split(".")[0]
+    for i, (_, members) in enumerate(FLOORS):
+        if module in members or (top in ("parallel", "book") and top in members):
+            return i
+    raise AssertionError(f"transformer_lib.{module} stands on no floor: add it to FLOORS (and to CONTRIBUTING.md)")
+
+
+def test_no_import_runs_back_up_a_floor():
     graph = _package_imports()
-    for name in TEACHING:
-        # `_checks` validates, `runtime` says which device tensors go to; both import nothing of ours
-        assert graph[name] <= TEACHING | {"_checks", "runtime", "vocab"}, (name, graph[name] - TEACHING)
+    upward = [f"{a} (floor {_floor(a)}: {FLOORS[_floor(a)][0]}) imports {b} (floor {_floor(b)}: {FLOORS[_floor(b)][0]})"
+              for a, targets in graph.items() for b in targets if _floor(b) > _floor(a)]
+    assert not upward, "imports that run back up:\n" + "\n".join(upward)
+    assert {name for name in graph if name != "book" and not name.startswith("book.")} >= {"model", "parallel.ring"}
+
+
+def test_the_floor_check_can_fail():
+    assert _floor("attention") < _floor("training")  # so training -> attention is down, the reverse is up
+    graph = {"attention": {"training"}}
+    assert [b for a, t in graph.items() for b in t if _floor(b) > _floor(a)] == ["training"]
+
+
+def test_the_papers_modules_import_nothing_of_the_data_plumbing():
+    graph = _package_imports()
+    for name in PAPER:
+        assert not graph[name] & {"vocab", "data", "dates"}, (name, graph[name])
 
 
 def test_the_package_imports_form_no_cycle():
@@ -89,6 +134,19 @@ def test_the_package_imports_form_no_cycle():
 
     for node in graph:
         visit(node, [])
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py") if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
+
+
+def test_checkpoints_is_one_package_holding_the_format_and_the_shipped_files():
+    import transformer_lib as tl
+    from transformer_lib import checkpoints
+
+    assert Path(checkpoints.__file__).parent == tl.CHECKPOINTS == checkpoints.CHECKPOINTS
+    assert (tl.CHECKPOINTS / "transformer_dates.pt").is_file() and checkpoints.load is checkpoints.format.load
 
 
 def test_eval_mode_gives_the_model_back_in_the_callers_mode_even_after_an_error():

@@ -205,17 +205,20 @@ def test_train_trains_a_small_seq2seq_deterministically():
         runs.append(train(model, loader, None, rnn_config(max_steps=150, lr=1e-2)).loss)
     assert runs[0] == runs[1]
     assert sum(runs[0][-10:]) / 10 < 0.5 * sum(runs[0][:10]) / 10
-    assert not model.training  # train() leaves the model in eval mode
+    assert model.training  # train() gives the model back in the mode it came in
+    train(model.eval(), loader, None, rnn_config(max_steps=1))
+    assert not model.training
     preds = translate(model, [s for s, _ in pairs[:50]], VOCAB, VOCAB, max_len=6)
     assert exact_match(preds, [t for _, t in pairs[:50]]) > 0.5  # chance is far below: 4^-n per string
 
 
-def test_the_warmup_schedule_needs_d_model_for_a_seq2seq():
+def test_the_warmup_schedule_needs_the_models_width_which_a_seq2seq_has_not():
     model = _model("dot")
     batches = [V.collate([("ab", "ab")], VOCAB, VOCAB)]
-    with pytest.raises(ValueError, match="d_model"):
-        train(model, batches, None, TrainConfig(max_steps=1, progress=False))
-    hist = train(model, batches, None, TrainConfig(max_steps=2, d_model=16, warmup=4, progress=False))
+    for cfg in (TrainConfig(max_steps=1, progress=False), TrainConfig(max_steps=1, peak_lr=1e-3, progress=False)):
+        with pytest.raises(ValueError, match="needs the model's width.*config.d_model"):
+            train(model, batches, None, cfg)
+    hist = train(model, batches, None, TrainConfig(max_steps=2, schedule="linear_warmup", warmup=4, progress=False))
     assert hist.step == [1, 2] and hist.lr[1] == pytest.approx(2 * hist.lr[0])
 
 

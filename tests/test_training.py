@@ -120,7 +120,9 @@ def _by_hand(model, batches, steps, cfg):
     """The Transformer's training step written out: Adam (0.9, 0.98, 1e-9), equation (3) as the
     learning rate of step s, label smoothing, clipping. train() must do exactly this arithmetic."""
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    lr_at = lambda s: noam_lr(s, model.config.d_model, cfg.warmup, cfg.factor)  # noqa: E731
+    d_model = model.config.d_model
+    factor = cfg.factor if cfg.peak_lr is None else cfg.peak_lr * (d_model * cfg.warmup) ** 0.5  # peaks at peak_lr
+    lr_at = lambda s: noam_lr(s, d_model, cfg.warmup, factor)  # noqa: E731
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: lr_at(i + 1))
     loss_fn = LabelSmoothingLoss(cfg.label_smoothing)
     losses = []
@@ -168,9 +170,34 @@ def test_factor_for_peak_puts_the_peak_of_equation_3_where_asked():
 
 def test_recipe_config_follows_the_shared_recipe():
     cfg = recipe_config(max_steps=7)
-    assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"]
-    assert cfg.target_accuracy == DATE_RECIPE["target"] and cfg.eval_every == DATE_RECIPE["eval_every"]
-    assert noam_lr(cfg.warmup, DATE_MODEL["d_model"], cfg.warmup, cfg.factor) == pytest.approx(DATE_RECIPE["peak_lr"])
+    assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"] and cfg.peak_lr == DATE_RECIPE["peak_lr"]
+    assert cfg.target_accuracy is None and cfg.eval_every == DATE_RECIPE["eval_every"]  # the hook stops it
+
+
+@pytest.mark.parametrize("d_model", [DATE_MODEL["d_model"], 128, 256])
+@pytest.mark.parametrize("warmup", [None, 20])
+def test_the_recipes_peak_is_its_peak_lr_whatever_the_width_and_warmup(d_model, warmup):
+    # recipe_config once turned peak_lr into a factor for d_model 64: at 128 the run peaked at
+    # 2.12e-3, at 256 at 1.5e-3; and a shorter warm-up kept the factor of 300 steps (1.16e-2).
+    from transformer_lib.schedules import lr_schedule
+
+    cfg = recipe_config() if warmup is None else recipe_config(warmup=warmup)
+    with torch.device("meta"):
+        model = tl.Transformer(tl.TransformerConfig(12, 12, d_model=d_model, n_heads=4, d_ff=32, n_layers=1))
+    lr_at = lr_schedule(cfg, model)
+    rates = [lr_at(s) for s in range(1, 3 * cfg.warmup)]
+    assert max(rates) == pytest.approx(DATE_RECIPE["peak_lr"], rel=1e-12) == pytest.approx(lr_at(cfg.warmup))
+    wrapped = torch.nn.parallel.DistributedDataParallel.__new__(torch.nn.parallel.DistributedDataParallel)
+    torch.nn.Module.__init__(wrapped)
+    wrapped.module = model  # as DDP holds it: the width is read through .module
+    assert lr_schedule(cfg, wrapped)(cfg.warmup) == pytest.approx(DATE_RECIPE["peak_lr"], rel=1e-12)
+
+
+def test_peak_lr_and_factor_are_one_setting_given_once():
+    with pytest.raises(ValueError, match="peak_lr sets the peak"):
+        TrainConfig(peak_lr=1e-3, factor=2.0)
+    with pytest.raises(ValueError, match="peak_lr sets the peak"):
+        TrainConfig(peak_lr=1e-3, schedule="constant")
 
 
 def test_train_rejects_a_one_shot_iterator_up_front():
@@ -203,13 +230,14 @@ def test_train_script_writes_to_scratch_unless_told_to_update_the_shipped_checkp
         script.main(["--out", "x.pt", "--update-shipped"])
 
 
-def test_train_script_fails_and_keeps_the_old_file_when_no_checkpoint_was_saved(tmp_path, capsys):
+def test_train_script_fails_and_keeps_the_old_file_when_the_run_reaches_the_cap(tmp_path, capsys):
     script = _script()
     out = tmp_path / "dates.pt"
     out.write_bytes(b"an older checkpoint")
-    # one step, then one evaluation of an untrained model: 0% exact match, so nothing is saved
+    # one step, then one evaluation of an untrained model: far from the stopping rule, so the
+    # run ends at its cap and nothing is written
     assert script.main(["--max-steps", "1", "--out", str(out), "--threads", "1"]) == 1
-    assert "no checkpoint was saved" in capsys.readouterr().err
+    assert "reached the cap of 1 steps before the stopping rule" in capsys.readouterr().err
     assert out.read_bytes() == b"an older checkpoint" and not out.with_suffix(".json").exists()
 
 

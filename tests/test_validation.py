@@ -18,7 +18,6 @@ def test_d_model_must_divide_by_heads():
     (dict(d_ff=-1), "d_ff must be a positive integer"),
     (dict(dropout=1.5), r"dropout must be a probability"),
     (dict(n_layers=2.0), "n_layers must be a positive integer"),
-    (dict(pad_id=99), "pad_id=99"),
     (dict(share_embeddings=True, tgt_vocab=7), "share_embeddings needs one vocabulary"),
 ])
 def test_config_errors(kwargs, match):

@@ -1,8 +1,48 @@
-"""Small argument checks shared by the modules, so every error names the argument at fault."""
+"""Small argument checks shared by the modules, so every error names the argument at fault,
+and `entry_point`, which runs a public function's checks once per call, at the boundary.
+
+Settings are checked when an object is made (a config's `__post_init__`, a module's
+`__init__`). Inputs are checked where a reader's call enters the library: a model's forward,
+decoding, generation, the attention functions and modules a reader calls alone. A check that
+reads values (NaN, token ids out of range) waits for the device (a host sync), so it must not
+run once per layer: a layer called from inside a checked call skips its own check.
+"""
 from __future__ import annotations
+
+import functools
+import threading
 
 import numpy as np
 import torch
+
+#: Whether this thread is inside a checked call (`entry_point`).
+_inside = threading.local()
+
+
+def entry_point(check):
+    """Decorate a public function, or a module's `forward`, so that `check(*args, **kwargs)`
+    (called with the same arguments, `self` included) validates its inputs first, unless the
+    call comes from inside another entry point, whose own check covered what it hands on.
+
+    So `Transformer.forward` checks its token ids and masks once, and the attention modules of
+    its layers, entry points themselves when a reader calls one alone, do not check again (and
+    do not wait for the device) at every layer.
+    """
+    def decorate(fn):
+        @functools.wraps(fn)
+        def checked(*args, **kwargs):
+            if getattr(_inside, "depth", 0):
+                return fn(*args, **kwargs)
+            check(*args, **kwargs)
+            _inside.depth = 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _inside.depth = 0
+
+        return checked
+
+    return decorate
 
 
 def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None, floating: bool = False) -> None:
@@ -21,7 +61,7 @@ def check_tensor(name: str, x, ndim: int | tuple[int, ...] | None = None, floati
 def check_finite(name: str, x: torch.Tensor) -> None:
     """Raise ValueError if `x` holds a NaN or an infinity (shape-only tensors on the `meta`
     device cannot be checked and pass)."""
-    if x.is_floating_point() and not x.is_meta and x.numel() and not bool(torch.isfinite(x.detach()).all()):
+    if x.is_floating_point() and not x.is_meta and x.numel() and not torch.isfinite(x.detach()).all().item():
         bad = (~torch.isfinite(x.detach())).nonzero()[0].tolist()
         raise ValueError(f"{name} must be finite, but it holds {x[tuple(bad)].item()} at index {tuple(bad)} "
                          f"(shape {tuple(x.shape)})")
@@ -75,11 +115,11 @@ def check_token_ids(name: str, ids, vocab_size: int) -> None:
     check_tensor(name, ids, ndim=2)
     if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8):
         raise TypeError(f"{name} must hold integer token ids (batch, length), got dtype {ids.dtype}")
-    if ids.numel() and not ids.is_meta and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
-        raise ValueError(
-            f"{name} holds token ids in [{int(ids.min())}, {int(ids.max())}], "
-            f"but the vocabulary has ids 0..{vocab_size - 1}"
-        )
+    if not ids.numel() or ids.is_meta:
+        return
+    low, high = torch.stack(torch.aminmax(ids.detach())).tolist()  # one wait for the device
+    if low < 0 or high >= vocab_size:
+        raise ValueError(f"{name} holds token ids in [{low}, {high}], but the vocabulary has ids 0..{vocab_size - 1}")
 
 
 def check_tokens(name: str, tokens) -> list[str] | None:

@@ -7,6 +7,9 @@ Masks are boolean and True where attention is allowed; see `transformer_lib.mask
 Inputs must be finite: a NaN or an infinity in a query, key or value is a ValueError on every
 path (the explicit softmax, the fused kernel and the blockwise loop would each turn it into
 different rows of NaN or zeros). A row with no allowed key is not an error: it gives zeros.
+The inputs are checked where a call enters the library (`_checks.entry_point`): a reader's
+call of these functions or of `MultiHeadAttention`, or a model's forward, which checks its own
+inputs once; the attention modules inside a model do not check again at every layer.
 
 `MultiHeadAttention` also serves generation: given a `KVCache` it computes the queries, keys and
 values of the new positions only, writes the keys and values into the cache in place, and
@@ -22,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_finite, check_positive_int, check_probability, check_tensor
+from ._checks import check_finite, check_positive_int, check_probability, check_tensor, entry_point
 from .kv_cache import KVCache
 from .masks import has_allowed_key, masked_softmax
 from .positional import RotaryEmbedding
@@ -72,6 +75,11 @@ def check_qkv(query, key, value, mask=None) -> tuple[int, ...]:
     return scores_shape
 
 
+def _check_attention(query, key, value, mask=None, dropout: nn.Module | None = None) -> None:
+    check_qkv(query, key, value, mask)
+
+
+@entry_point(_check_attention)
 def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Module | None = None):
     """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V        (paper, equation 1)
 
@@ -87,13 +95,6 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout: nn.Modul
         weights (..., q_len, k_len): each row sums to 1 over the allowed keys. A row with no
         allowed key gets all-zero weights and a zero output (never NaN).
     """
-    check_qkv(query, key, value, mask)
-    return _attention(query, key, value, mask, dropout)
-
-
-def _attention(query, key, value, mask, dropout):
-    """Equation 1 itself, on inputs already checked (by the function above, or by
-    `MultiHeadAttention`, which checks its own inputs once per call)."""
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.shape[-1])  # (..., q_len, k_len)
     weights = masked_softmax(scores, mask)  # blocked keys get 0; a row with none allowed, all 0 (chapter 8)
     if dropout is not None:
@@ -101,6 +102,12 @@ def _attention(query, key, value, mask, dropout):
     return weights @ value, weights
 
 
+def _check_fused(query, key, value, mask=None, dropout_p: float = 0.0) -> None:
+    check_qkv(query, key, value, mask)
+    check_probability("dropout_p", dropout_p)
+
+
+@entry_point(_check_fused)
 def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> torch.Tensor:
     """The same as `scaled_dot_product_attention(...)[0]`, through PyTorch's fused kernel.
 
@@ -112,12 +119,6 @@ def fused_attention(query, key, value, mask=None, dropout_p: float = 0.0) -> tor
     are found by `masks.has_allowed_key`, the same test `masked_softmax` uses. Inputs are
     checked as `scaled_dot_product_attention` checks them (finite, shapes that fit).
     """
-    check_qkv(query, key, value, mask)
-    return _fused_attention(query, key, value, mask, dropout_p)
-
-
-def _fused_attention(query, key, value, mask, dropout_p: float) -> torch.Tensor:
-    """PyTorch's kernel with the library's rule for empty rows, on inputs already checked."""
     if mask is None:
         return F.scaled_dot_product_attention(query, key, value, dropout_p=dropout_p)
     has_key = has_allowed_key(mask)  # (..., q_len, 1)
@@ -129,7 +130,7 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
     head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)              (paper, section 3.2.2)
 
-    The h projections W_i^Q (d_model x d_k) are stored side by side in one d_model x d_model
+    The h projections W_i^Q (d_model x d_k) are stored side by side in one d_model x (h d_k)
     linear layer (likewise K, V), so all heads run in one batched matrix product.
 
     Args:
@@ -147,6 +148,8 @@ class MultiHeadAttention(nn.Module):
             The cache shrinks by n_heads / n_kv_heads.
         rotary: a `positional.RotaryEmbedding` that rotates each query and key by its position
             (Su et al. 2021), or None. Positions count from 0, or from the cache's length.
+        d_k: the width of a head, if not d_model / n_heads; the heads then span h d_k features
+            (tensor parallelism keeps some of the heads of a layer: `parallel.ParallelAttention`).
 
     Set `record_weights = True` to keep the last attention weights, (batch, n_heads, q_len,
     k_len), in `last_weights` (this takes the explicit path). Otherwise the fused kernel is used
@@ -155,16 +158,17 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True,
                  attention_fn=scaled_dot_product_attention, n_kv_heads: int | None = None,
-                 rotary: RotaryEmbedding | None = None):
+                 rotary: RotaryEmbedding | None = None, d_k: int | None = None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary)
-        self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, d_model // n_heads
+        _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k)
+        self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
+        self.d_k = d_model // n_heads if d_k is None else d_k
         self.attention_fn = attention_fn
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = nn.Linear(d_model, n_heads * self.d_k, bias=bias)
         self.w_k = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
         self.w_v = nn.Linear(d_model, n_kv_heads * self.d_k, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.rotary = rotary
         self.fused = fused
@@ -177,50 +181,21 @@ class MultiHeadAttention(nn.Module):
         return x.view(batch, length, n_heads or self.n_heads, self.d_k).transpose(1, 2)
 
     def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(batch, n_heads, length, d_k) -> (batch, length, d_model): the Concat of the paper."""
+        """(batch, n_heads, length, d_k) -> (batch, length, n_heads * d_k): the Concat of the paper."""
         batch, _, length, _ = x.shape
-        return x.transpose(1, 2).reshape(batch, length, self.d_model)
+        return x.transpose(1, 2).reshape(batch, length, self.n_heads * self.d_k)
 
-    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
-        """An empty `KVCache` for this layer, in the dtype and on the device of its weights."""
+    def new_cache(self, batch_size: int, max_len: int, fixed: bool = False) -> KVCache:
+        """An empty `KVCache` for this layer, in the dtype and on the device of its weights;
+        `fixed` for cross-attention (see `KVCache`)."""
         w = self.w_k.weight
-        return KVCache(batch_size, self.n_kv_heads, max_len, self.d_k, dtype=w.dtype, device=w.device)
+        return KVCache(batch_size, self.n_kv_heads, max_len, self.d_k, dtype=w.dtype, device=w.device, fixed=fixed)
 
-    def forward(self, query, key, value, mask=None, cache: KVCache | None = None) -> torch.Tensor:
-        """query (B, T_q, d_model), key and value (B, T_k, d_model), mask broadcastable to
-        (B, n_heads, T_q, T_k_all), True = may attend. Returns (B, T_q, d_model).
-
-        With a `cache` (self-attention during generation) the key and value rows are the new
-        positions; they are appended to the cache, and the queries attend over all
-        T_k_all = cache.length + T_k cached positions."""
-        self._check_inputs(query, key, value, mask, cache)
-        start = 0 if cache is None else cache.length
-        q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
-        k = self.split_heads(self.w_k(key), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
-        v = self.split_heads(self.w_v(value), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
-        if self.rotary is not None:  # RoPE: turn each query and key by its position
-            q, k = self.rotary(q, start), self.rotary(k, start)
-        if cache is not None:
-            k, v = cache.append(k, v)  # (B, h_kv, start + T_k, d_k): every cached position
-        k, v = self.share_kv(k), self.share_kv(v)  # (B, h, T_k_all, d_k)
-        # The inputs were checked once above, so the library's own rule runs unchecked here;
-        # a swapped-in attention_fn (chapter 15) is called as given.
-        if self.attention_fn is not scaled_dot_product_attention:
-            out, weights = self.attention_fn(q, k, v, mask, self.dropout)
-        elif self.record_weights or not self.fused:
-            out, weights = _attention(q, k, v, mask, self.dropout)
-        else:
-            out, weights = _fused_attention(q, k, v, mask, self.dropout.p if self.training else 0.0), None
-        self.last_weights = weights.detach() if self.record_weights else None
-        return self.w_o(self.merge_heads(out))  # (B, T_q, d_model)
-
-    def share_kv(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, h_kv, T, d_k) -> (B, h, T, d_k): each key/value head repeated for the h / h_kv
-        query heads of its group (query head i reads key/value head i // (h / h_kv))."""
-        group = self.n_heads // self.n_kv_heads
-        return x if group == 1 else x.repeat_interleave(group, dim=1)
-
-    def _check_inputs(self, query, key, value, mask, cache) -> None:
+    def _check_inputs(self, query, key, value, mask=None, cache: KVCache | None = None) -> None:
+        """The checks of `forward`'s inputs, once per call (see `_checks.entry_point`)."""
+        if cache is not None and not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache (MultiHeadAttention.new_cache(batch_size, max_len)), "
+                            f"got {type(cache).__name__}")
         checked = set()
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True)
@@ -230,30 +205,66 @@ class MultiHeadAttention(nn.Module):
                 check_finite(name, t)
                 checked.add(id(t))
         if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(
-                f"query, key and value must have the same batch size, got {query.shape[0]}, {key.shape[0]}, {value.shape[0]}"
-            )
+            raise ValueError(f"query, key and value must have the same batch size, got {query.shape[0]}, "
+                             f"{key.shape[0]}, {value.shape[0]}")
         if key.shape[1] != value.shape[1]:
             raise ValueError(f"key and value must have the same length, got {key.shape[1]} and {value.shape[1]}")
-        k_len = key.shape[1]
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache (attention.new_cache(batch_size, max_len)), got {type(cache).__name__}")
-            if cache.keys.shape[0] != query.shape[0]:
-                raise ValueError(f"cache holds {cache.keys.shape[0]} sequences but the batch has {query.shape[0]}")
-            k_len += cache.length
         if self.rotary is not None and query.shape[1] != key.shape[1]:
             raise ValueError("rotary positions need self-attention: query and key of the same length, got "
                              f"{query.shape[1]} and {key.shape[1]}")
+        k_len = key.shape[1]
+        if cache is not None:
+            if cache.keys.shape[0] != query.shape[0]:
+                raise ValueError(f"cache holds {cache.keys.shape[0]} sequences but the batch has {query.shape[0]}")
+            k_len = cache.length if cache.fixed and cache.length else cache.length + k_len
         check_mask(mask, (query.shape[0], self.n_heads, query.shape[1], k_len))
 
+    @entry_point(_check_inputs)
+    def forward(self, query, key, value, mask=None, cache: KVCache | None = None) -> torch.Tensor:
+        """query (B, T_q, d_model), key and value (B, T_k, d_model), mask broadcastable to
+        (B, n_heads, T_q, T_k_all), True = may attend. Returns (B, T_q, d_model).
 
-def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary) -> None:
+        With a `cache` (generation) the key and value rows are the new positions; they are
+        appended to the cache, and the queries attend over all T_k_all = cache.length + T_k
+        cached positions. A `fixed` cache (cross-attention) is filled from the first key and
+        value it gets (the encoder's memory) and read at every later call, which does not
+        project key and value again: the memory's keys and values are computed once."""
+        start = 0 if cache is None else cache.length
+        q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
+        if cache is not None and cache.fixed and cache.length:
+            k, v = cache.cached()  # cross-attention after its first step: nothing to compute
+        else:
+            k = self.split_heads(self.w_k(key), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
+            v = self.split_heads(self.w_v(value), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
+            if self.rotary is not None:  # RoPE: turn each query and key by its position
+                q, k = self.rotary(q, start), self.rotary(k, start)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, h_kv, start + T_k, d_k): every cached position
+        k, v = self.share_kv(k), self.share_kv(v)  # (B, h, T_k_all, d_k)
+        if self.attention_fn is not scaled_dot_product_attention:  # a swapped-in rule (chapter 15)
+            out, weights = self.attention_fn(q, k, v, mask, self.dropout)
+        elif self.record_weights or not self.fused:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        else:
+            out, weights = fused_attention(q, k, v, mask, self.dropout.p if self.training else 0.0), None
+        self.last_weights = weights.detach() if self.record_weights else None
+        return self.w_o(self.merge_heads(out))  # (B, T_q, d_model)
+
+    def share_kv(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, h_kv, T, d_k) -> (B, h, T, d_k): each key/value head repeated for the h / h_kv
+        query heads of its group (query head i reads key/value head i // (h / h_kv))."""
+        group = self.n_heads // self.n_kv_heads
+        return x if group == 1 else x.repeat_interleave(group, dim=1)
+
+
+def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k) -> None:
     check_positive_int("d_model", d_model)
     check_positive_int("n_heads", n_heads)
     check_positive_int("n_kv_heads", n_kv_heads)
-    if d_model % n_heads:
+    if d_k is None and d_model % n_heads:
         raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads} (d_k = d_model / n_heads)")
+    if d_k is not None:
+        check_positive_int("d_k", d_k)
     if n_heads % n_kv_heads:
         raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads} (query heads per group)")
     check_probability("dropout", dropout)
@@ -262,8 +273,9 @@ def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary) ->
     if rotary is not None:
         if not isinstance(rotary, RotaryEmbedding):
             raise TypeError(f"rotary must be a positional.RotaryEmbedding or None, got {type(rotary).__name__}")
-        if rotary.d_k != d_model // n_heads:
-            raise ValueError(f"rotary was built for d_k={rotary.d_k}, but the heads have d_k={d_model // n_heads}")
+        head = d_model // n_heads if d_k is None else d_k
+        if rotary.d_k != head:
+            raise ValueError(f"rotary was built for d_k={rotary.d_k}, but the heads have d_k={head}")
 
 
 def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:

@@ -1,7 +1,7 @@
 """The attention maps of one model run, by kind: encoder self-attention, decoder self-attention
 and cross-attention.
 
-- :data:`KINDS`: each kind's label and which sequence gives its queries and its keys;
+- :data:`MAP_KINDS`: each kind's label and which sequence gives its queries and its keys;
 - :func:`attention_kind`: the kind of an attention module, from its name in the model (the
   one rule that `decoding.attention_of` and the attention explorer share);
 - :func:`attention_by_kind`: the dict filled by `record_attention` grouped by kind;
@@ -19,13 +19,14 @@ from torch import nn
 from ._checks import check_tokens
 from .attention import record_attention
 from .runtime import eval_mode
+from .special_tokens import PAD_ID
 
-__all__ = ["KINDS", "attention_kind", "attention_by_kind", "run_model"]
+__all__ = ["MAP_KINDS", "attention_kind", "attention_by_kind", "run_model"]
 
 #: The attention kinds, in the order the explorer lists them: label, and which sequence gives
 #: the queries and which the keys ("src" = the encoder's input, "tgt" = the decoder's input).
 #: "self" is for self-attention weights given by hand (one sequence, no model around them).
-KINDS: dict[str, tuple[str, str, str]] = {
+MAP_KINDS: dict[str, tuple[str, str, str]] = {
     "self": ("Self-attention", "src", "src"),
     "encoder": ("Encoder self-attention", "src", "src"),
     "decoder": ("Decoder self-attention", "tgt", "tgt"),
@@ -91,13 +92,13 @@ def run_model(model: nn.Module, src_ids, tgt_ids=None, src_tokens=None, tgt_toke
     for a decoder-only model, whose one sequence is then the decoder's input).
 
     Returns `(attention by kind, src_tokens, tgt_tokens)` for example `index`, the arguments of
-    `build_state`. Padding (`pad_id`, by default `model.config.pad_id`) is dropped when no tokens
-    are given or when they are as many as the non-padding positions.
+    `build_state`. Padding (`pad_id`, by default <pad>: `special_tokens.PAD_ID`) is dropped when
+    no tokens are given or when they are as many as the non-padding positions.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if pad_id is None:
-        pad_id = getattr(getattr(model, "config", None), "pad_id", None)
+        pad_id = PAD_ID
     src_ids = _check_ids("src_ids", src_ids)
     tgt_ids = None if tgt_ids is None else _check_ids("tgt_ids", tgt_ids)
     if tgt_ids is not None and tgt_ids.shape[0] != src_ids.shape[0]:
@@ -118,12 +119,12 @@ def run_model(model: nn.Module, src_ids, tgt_ids=None, src_tokens=None, tgt_toke
     ids = {"src": src_ids[index], "tgt": src_ids[index] if one_sequence else tgt_ids[index]}
     given = {"src": src_tokens, "tgt": src_tokens if one_sequence else tgt_tokens}
     names = {"src": "src_tokens", "tgt": "src_tokens" if one_sequence else "tgt_tokens"}
-    used = {role for kind in attention for role in KINDS[kind][1:]}
+    used = {role for kind in attention for role in MAP_KINDS[kind][1:]}
     keep, tokens = {}, {"src": None, "tgt": None}
     for role in used:
         keep[role], tokens[role] = _tokens_for(names[role], ids[role], given[role], pad_id)
     for kind, layers in attention.items():
-        _, q_role, k_role = KINDS[kind]
+        _, q_role, k_role = MAP_KINDS[kind]
         attention[kind] = [a[:, keep[q_role]][:, :, keep[k_role]] for a in layers]
     return attention, tokens["src"], tokens["tgt"]
 

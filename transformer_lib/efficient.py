@@ -1,9 +1,13 @@
 """Attention that costs less than T x T: exact blockwise attention, and two approximations.
 
-- `blockwise_attention`: exact attention computed over blocks of keys with a running maximum
-  and a running sum (the online softmax of Milakov and Gimelshein 2018, arXiv:1805.02867, used
-  for memory-efficient attention by Rabe and Staats 2021, arXiv:2112.05682, and FlashAttention,
-  Dao et al. 2022, arXiv:2205.14135). It never holds more than (q_len, block_size) scores.
+- `online_softmax_fold`: one step of the online softmax (Milakov and Gimelshein 2018,
+  arXiv:1805.02867): a block of keys folded into a running maximum, sum and output. Written
+  once, here, and used by blockwise attention, FlashAttention (`flash`) and ring attention
+  (`parallel.ring`).
+- `blockwise_attention`: exact attention computed over blocks of keys with the online softmax
+  (used for memory-efficient attention by Rabe and Staats 2021, arXiv:2112.05682, and
+  FlashAttention, Dao et al. 2022, arXiv:2205.14135). It never holds more than
+  (q_len, block_size) scores.
   Its backward pass is autograd's, which keeps every block: `flash.flash_attention` is the
   version whose backward pass is linear in memory too.
 - `check_online_update`: the check of chapter 13's exercise (one step of the online softmax).
@@ -31,7 +35,7 @@ from ._checks import check_positive_int, check_tensor
 from .attention import check_qkv
 
 __all__ = [
-    "blockwise_attention", "check_online_update", "sliding_window_mask",
+    "online_softmax_fold", "blockwise_attention", "check_online_update", "sliding_window_mask",
     "sliding_window_attention", "linformer_attention", "random_projection",
     "segment_mean_projection", "peak_tensor_memory",  # noqa: F822 (module __getattr__)
 ]
@@ -52,6 +56,28 @@ def _check_qkv(query, key, value, mask=None) -> tuple[torch.Size, int, int]:
     shape, q_len and k_len."""
     *lead, q_len, k_len = check_qkv(query, key, value, mask)
     return torch.Size(lead), q_len, k_len
+
+
+def online_softmax_fold(m: torch.Tensor, ell: torch.Tensor, o: torch.Tensor, scores: torch.Tensor,
+                        value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fold one block of keys into the running softmax (chapter 13, equation 2):
+
+        m' = max(m, max_j s_j)
+        l' = l e^(m - m') + sum_j e^(s_j - m')
+        o' = o e^(m - m') + sum_j e^(s_j - m') v_j
+
+    m, ell (..., q, 1): the running maximum and sum (l above); o (..., q, d_v): the running
+    output, unnormalised; scores (..., q, b), -inf where a key is masked; value (..., b, d_v).
+    Start from m = -inf, l = 0, o = 0; the attention output is o / l at the end (0 where l = 0:
+    a row with no allowed key). Returns (m', l', o'). A row that has seen no allowed key yet
+    has m' = -inf and is shifted by 0 instead (exp(-inf - (-inf)) would be NaN), so it stays
+    at l = 0, o = 0.
+    """
+    m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
+    shift = m_new.masked_fill(m_new == -math.inf, 0.0)  # no allowed key yet: shift by 0
+    p = torch.exp(scores - shift)  # (..., q, b)
+    correction = torch.exp(m - shift)  # rescales what was summed against the old maximum
+    return m_new, ell * correction + p.sum(dim=-1, keepdim=True), o * correction + p @ value
 
 
 def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> torch.Tensor:
@@ -81,10 +107,10 @@ def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> 
 
     Masked rows follow the library's rule (`masks.masked_softmax`: blocked keys weigh 0, a row
     with no allowed key gives 0) with arithmetic of its own, because no block sees a whole
-    row: a blocked score is -inf, so exp gives it weight 0; while a row has seen no allowed
-    key its running maximum is -inf, and it is shifted by 0 instead (exp(-inf - (-inf)) would
-    be NaN); a row that never sees one ends with l = 0 and o = 0, and is divided by 1, giving
-    0. The tests compare it with `masked_softmax(scores, mask) @ value` on fully masked rows.
+    row: a blocked score is -inf, so exp gives it weight 0; `online_softmax_fold` keeps a row
+    that has seen no allowed key at l = 0, o = 0, and such a row is divided by 1 at the end,
+    giving 0. The tests compare it with `masked_softmax(scores, mask) @ value` on fully masked
+    rows.
     """
     lead, q_len, k_len = _check_qkv(query, key, value, mask)
     check_positive_int("block_size", block_size)
@@ -100,15 +126,7 @@ def blockwise_attention(query, key, value, mask=None, block_size: int = 128) -> 
         s = (query @ key[..., start:stop, :].transpose(-2, -1)) * scale  # (..., q_len, b)
         if mask is not None:
             s = s.masked_fill(~mask[..., start:stop], -math.inf)
-        m_new = torch.maximum(m, s.amax(dim=-1, keepdim=True))
-        # A row that has seen no allowed key yet has m_new = -inf: shift it by 0, so that
-        # exp gives 0, not NaN.
-        shift = m_new.masked_fill(m_new == -math.inf, 0.0)
-        p = torch.exp(s - shift)
-        correction = torch.exp(m - shift)
-        ell = ell * correction + p.sum(dim=-1, keepdim=True)
-        o = o * correction + p @ value[..., start:stop, :]
-        m = m_new
+        m, ell, o = online_softmax_fold(m, ell, o, s, value[..., start:stop, :])
     return o / ell.masked_fill(ell == 0, 1.0)  # rows with no allowed key: o = 0, output 0
 
 

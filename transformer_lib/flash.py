@@ -55,6 +55,7 @@ from torch.autograd.function import once_differentiable
 
 from ._checks import check_positive_int
 from .attention import check_qkv
+from .efficient import online_softmax_fold
 
 __all__ = ["FlashAttention", "flash_attention"]
 
@@ -103,13 +104,7 @@ class FlashAttention(torch.autograd.Function):
                 allowed = _tile_mask(mask, causal, offset, rows, cols, query.device)
                 if allowed is not None:
                     s = s.masked_fill(~allowed, -math.inf)
-                m_new = torch.maximum(m, s.amax(-1, keepdim=True))
-                shift = m_new.masked_fill(m_new == -math.inf, 0.0)  # no key yet: shift by 0
-                p = torch.exp(s - shift)  # (..., B_q, B_k)
-                rescale = torch.exp(m - shift)  # (..., B_q, 1); 0 on the first block
-                ell = rescale * ell + p.sum(-1, keepdim=True)
-                o = rescale * o + p @ value[..., cols, :]
-                m = m_new
+                m, ell, o = online_softmax_fold(m, ell, o, s, value[..., cols, :])  # the update above
             empty = ell == 0  # rows with no allowed key: output 0, L 0 (weights stay 0)
             out[..., rows, :] = o / ell.masked_fill(empty, 1.0)
             lse[..., rows, :] = (m + torch.log(ell)).masked_fill(empty, 0.0)

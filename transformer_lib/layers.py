@@ -16,8 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_choice, check_last_dim, check_positive_int, check_probability, check_tensor
-from .attention import KVCache, MultiHeadAttention
+from ._checks import check_choice, check_finite, check_last_dim, check_positive_int, check_probability, check_tensor, entry_point
+from .attention import KVCache, MultiHeadAttention, check_mask
+from .kv_cache import DecoderCache
 from .positional import RotaryEmbedding
 from .residual import AddNorm, make_norm
 
@@ -110,6 +111,11 @@ class DecoderLayer(nn.Module):
     which supplies the keys and values of cross-attention while x supplies the queries.
     tgt_mask: broadcastable to (batch, n_heads, T, T), usually `target_mask(tgt, pad_id)`;
     memory_mask: broadcastable to (batch, n_heads, T, S), usually `padding_mask(src, pad_id)`.
+
+    With `cache` (a `DecoderCache`, for generation), x holds only the new target positions:
+    self-attention appends their keys and values to the cache's and attends over every cached
+    position (tgt_mask then spans them: (T, cache.length + T)); cross-attention computes the
+    memory's keys and values at the first step only and reads them from the cache afterwards.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
@@ -123,10 +129,17 @@ class DecoderLayer(nn.Module):
         self.norm2 = AddNorm(d_model, dropout, norm_first, eps, bias)
         self.norm3 = AddNorm(d_model, dropout, norm_first, eps, bias)
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None) -> torch.Tensor:
-        x = self.norm1(x, lambda x: self.self_attn(x, x, x, tgt_mask))  # look at earlier targets
-        x = self.norm2(x, lambda x: self.cross_attn(x, memory, memory, memory_mask))  # look at the source
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache: DecoderCache | None = None) -> torch.Tensor:
+        self_cache, cross_cache = (None, None) if cache is None else (cache.self_attn, cache.cross_attn)
+        x = self.norm1(x, lambda x: self.self_attn(x, x, x, tgt_mask, self_cache))  # look at earlier targets
+        x = self.norm2(x, lambda x: self.cross_attn(x, memory, memory, memory_mask, cross_cache))  # the source
         return self.norm3(x, self.ff)  # transform each position
+
+    def new_cache(self, batch_size: int, src_len: int, max_len: int) -> DecoderCache:
+        """Empty caches for generating up to `max_len` target positions from a memory of
+        `src_len` positions, for `batch_size` sequences."""
+        return DecoderCache(self.self_attn.new_cache(batch_size, max_len),
+                            self.cross_attn.new_cache(batch_size, src_len, fixed=True))
 
 
 class _Stack(nn.Module):
@@ -154,8 +167,12 @@ class Encoder(_Stack):
                  norm_first: bool = False, final_norm: bool | None = None, eps: float = 1e-5, bias: bool = True):
         super().__init__(EncoderLayer, d_model, n_heads, d_ff, n_layers, dropout, norm_first, final_norm, eps, bias)
 
+    def _check(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        _check_stream(self, x)
+        check_mask(mask, (x.shape[0], self.layers[0].self_attn.n_heads, x.shape[1], x.shape[1]))
+
+    @entry_point(_check)
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        _check_stream(x, self.d_model)
         for layer in self.layers:
             x = layer(x, mask)
         return x if self.norm is None else self.norm(x)
@@ -165,26 +182,60 @@ class Decoder(_Stack):
     """A stack of N decoder layers, each reading the same encoder output `memory`.
 
     x: (batch, T, d_model) target embeddings, memory: (batch, S, d_model) -> (batch, T, d_model).
+    With `cache` (one `DecoderCache` per layer: `new_cache`), x holds the new positions only.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, n_layers: int, dropout: float = 0.1,
                  norm_first: bool = False, final_norm: bool | None = None, eps: float = 1e-5, bias: bool = True):
         super().__init__(DecoderLayer, d_model, n_heads, d_ff, n_layers, dropout, norm_first, final_norm, eps, bias)
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None) -> torch.Tensor:
-        _check_stream(x, self.d_model, memory)
-        for layer in self.layers:
-            x = layer(x, memory, tgt_mask, memory_mask)
+    def new_cache(self, batch_size: int, src_len: int, max_len: int) -> list[DecoderCache]:
+        """One empty `DecoderCache` per layer (see `DecoderLayer.new_cache`)."""
+        return [layer.new_cache(batch_size, src_len, max_len) for layer in self.layers]
+
+    def check_context(self, batch: int, length: int, memory, tgt_mask=None, memory_mask=None, cache=None) -> int:
+        """Check what the layers read besides a target stream of `batch` rows and `length`
+        positions: the memory, both masks and the cache. Returns the position of the stream's
+        first row (the cache's length, or 0)."""
+        check_tensor("memory", memory, ndim=3, floating=True)
+        check_last_dim("memory", memory, self.d_model)
+        check_finite("memory", memory)
+        if memory.shape[0] != batch:
+            raise ValueError(f"memory must have the batch size of x, the target ({batch}), got shape "
+                             f"{tuple(memory.shape)}")
+        start = 0
+        if cache is not None:
+            if not (isinstance(cache, list) and len(cache) == len(self.layers)
+                    and all(isinstance(c, DecoderCache) for c in cache)):
+                raise TypeError(f"cache must be new_cache(...): a list of {len(self.layers)} DecoderCaches, "
+                                f"got {type(cache).__name__}")
+            start, room, rows = cache[0].length, cache[0].self_attn.max_len, cache[0].self_attn.keys.shape[0]
+            if rows != batch:
+                raise ValueError(f"cache holds {rows} sequences but the target has {batch}")
+            if start + length > room:
+                raise ValueError(f"the cache has room for {room} target positions; {start} are cached and "
+                                 f"{length} more do not fit")
+            if cache[0].cross_attn.length not in (0, memory.shape[1]):
+                raise ValueError(f"the cache holds the keys of a memory of {cache[0].cross_attn.length} positions, "
+                                 f"but memory has {memory.shape[1]}")
+        h = self.layers[0].self_attn.n_heads
+        check_mask(tgt_mask, (batch, h, length, start + length), "tgt_mask")
+        check_mask(memory_mask, (batch, h, length, memory.shape[1]), "memory_mask")
+        return start
+
+    def _check(self, x, memory, tgt_mask=None, memory_mask=None, cache=None) -> None:
+        _check_stream(self, x)
+        self.check_context(x.shape[0], x.shape[1], memory, tgt_mask, memory_mask, cache)
+
+    @entry_point(_check)
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache: list[DecoderCache] | None = None) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
         return x if self.norm is None else self.norm(x)
 
 
-def _check_stream(x, d_model: int, memory=None) -> None:
-    """Raise unless x (and memory, if given) are floating (batch, length, d_model) tensors with one batch size."""
+def _check_stream(stack: _Stack, x) -> None:
+    """Raise unless x is a finite, floating (batch, length, d_model) tensor."""
     check_tensor("x", x, ndim=3, floating=True)
-    check_last_dim("x", x, d_model)
-    if memory is None:
-        return
-    check_tensor("memory", memory, ndim=3, floating=True)
-    check_last_dim("memory", memory, d_model)
-    if memory.shape[0] != x.shape[0]:
-        raise ValueError(f"memory must have the batch size of x ({x.shape[0]}), got shape {tuple(memory.shape)}")
+    check_last_dim("x", x, stack.d_model)
+    check_finite("x", x)

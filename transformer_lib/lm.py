@@ -28,7 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_bool, check_choice, check_config, check_positive_int, check_positive_number, check_probability, check_tensor, check_token_ids
+from ._checks import (check_bool, check_choice, check_config, check_positive_int, check_positive_number, check_probability,
+                      check_tensor, check_token_ids, entry_point)
 from .attention import KVCache
 from .layers import FFNS, EncoderLayer
 from .masks import causal_mask
@@ -154,12 +155,34 @@ class CausalLM(nn.Module):
     def max_len(self) -> int:
         return self.config.max_len
 
+    def _check(self, ids: torch.Tensor, cache: list[KVCache] | None = None) -> None:
+        """Check ids (and the cache) once per call (`_checks.entry_point`)."""
+        check_token_ids("ids", ids, self.config.vocab_size)
+        if ids.shape[1] == 0:
+            raise ValueError("ids must hold at least one position, got shape (batch, 0)")
+        start = 0
+        if cache is not None:
+            if not (isinstance(cache, list) and len(cache) == len(self.layers)
+                    and all(isinstance(c, KVCache) for c in cache)):
+                raise TypeError(f"cache must be model.new_cache(batch_size): a list of {len(self.layers)} "
+                                f"KVCaches, got {type(cache).__name__}")
+            start = cache[0].length
+            if start + ids.shape[1] > cache[0].max_len:
+                raise ValueError(f"the cache has room for {cache[0].max_len} positions; {start} are cached and "
+                                 f"ids adds {ids.shape[1]}")
+            if cache[0].keys.shape[0] != ids.shape[0]:
+                raise ValueError(f"cache holds {cache[0].keys.shape[0]} sequences but ids has {ids.shape[0]}")
+        if start + ids.shape[1] > self.config.max_len:
+            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} go past max_len={self.config.max_len} "
+                             "of the model: give a shorter sequence or build the model with a larger max_len")
+
+    @entry_point(_check)
     def forward(self, ids: torch.Tensor, cache: list[KVCache] | None = None) -> torch.Tensor:
         """ids (batch, T) -> logits (batch, T, vocab_size); position t sees positions <= t.
 
         With `cache` (from `new_cache`), ids are the tokens at positions cache.length ..
         cache.length + T - 1, after the cached ones, and the cache is extended by them."""
-        start = self._check(ids, cache)
+        start = 0 if cache is None else cache[0].length
         h = self.embed(ids, start)  # (B, T, d_model): positions start .. start + T - 1
         T = ids.shape[1]
         mask = None if T == 1 else causal_mask(T, device=ids.device, k_len=start + T)  # (T, start + T)
@@ -175,26 +198,6 @@ class CausalLM(nn.Module):
         if max_len > self.config.max_len:
             raise ValueError(f"max_len={max_len} is longer than the model's max_len={self.config.max_len}")
         return [layer.self_attn.new_cache(batch_size, max_len) for layer in self.layers]
-
-    def _check(self, ids: torch.Tensor, cache) -> int:
-        """Check ids (and the cache); return the position of ids' first token."""
-        check_token_ids("ids", ids, self.config.vocab_size)
-        if ids.shape[1] == 0:
-            raise ValueError("ids must hold at least one position, got shape (batch, 0)")
-        start = 0
-        if cache is not None:
-            if not (isinstance(cache, list) and len(cache) == len(self.layers)
-                    and all(isinstance(c, KVCache) for c in cache)):
-                raise TypeError(f"cache must be model.new_cache(batch_size): a list of {len(self.layers)} "
-                                f"KVCaches, got {type(cache).__name__}")
-            start = cache[0].length
-            if start + ids.shape[1] > cache[0].max_len:
-                raise ValueError(f"the cache has room for {cache[0].max_len} positions; {start} are cached and "
-                                 f"ids adds {ids.shape[1]}")
-        if start + ids.shape[1] > self.config.max_len:
-            raise ValueError(f"positions {start}..{start + ids.shape[1] - 1} go past max_len={self.config.max_len} "
-                             "of the model: give a shorter sequence or build the model with a larger max_len")
-        return start
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())
@@ -279,18 +282,9 @@ def next_token(logits: torch.Tensor, *, sample: bool = False, temperature: float
     return torch.multinomial(scaled.softmax(dim=-1), 1, generator=generator)
 
 
-def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, sample: bool = False,
-             temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None,
-             use_cache: bool = True) -> torch.Tensor:
-    """Extend `prompt` (batch, T) by `max_new_tokens` tokens; returns (batch, T + max_new_tokens).
-
-    Each new token is chosen by `next_token` (greedy by default; see there for sampling) from
-    the logits at the last position. With `use_cache` the prompt runs once through the model
-    with a fresh cache and every later step feeds only the new token; without it every step
-    runs the model on the whole sequence so far. Both give the same tokens (greedy) and the
-    same draws (sampling with the same generator), the first much faster on long outputs.
-    Runs in eval mode without gradients and restores the model's mode.
-    """
+def _check_generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, sample: bool = False,
+                    temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None,
+                    use_cache: bool = True) -> None:
     if not isinstance(model, CausalLM):
         raise TypeError(f"model must be a transformer_lib.lm.CausalLM, got {type(model).__name__}")
     check_token_ids("prompt", prompt, model.vocab_size)
@@ -302,8 +296,24 @@ def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, samp
         raise ValueError(f"prompt length {prompt.shape[1]} + max_new_tokens {max_new_tokens} exceeds the model's "
                          f"max_len={model.max_len}")
     check_bool("use_cache", use_cache)
+    check_sampling(model.vocab_size, sample, temperature, top_k, generator)
+
+
+@entry_point(_check_generate)
+def generate(model: CausalLM, prompt: torch.Tensor, max_new_tokens: int, *, sample: bool = False,
+             temperature: float = 1.0, top_k: int | None = None, generator: torch.Generator | None = None,
+             use_cache: bool = True) -> torch.Tensor:
+    """Extend `prompt` (batch, T) by `max_new_tokens` tokens; returns (batch, T + max_new_tokens).
+
+    Each new token is chosen by `next_token` (greedy by default; see there for sampling) from
+    the logits at the last position. With `use_cache` the prompt runs once through the model
+    with a fresh cache and every later step feeds only the new token; without it every step
+    runs the model on the whole sequence so far. Both give the same tokens (greedy) and the
+    same draws (sampling with the same generator), the first much faster on long outputs.
+    Runs in eval mode without gradients and restores the model's mode. The arguments are
+    checked once, before the first step.
+    """
     choose = dict(sample=sample, temperature=temperature, top_k=top_k, generator=generator)
-    check_sampling(model.vocab_size, **choose)
     with eval_mode(model), torch.no_grad():
         ids = prompt
         cache = model.new_cache(prompt.shape[0], prompt.shape[1] + max_new_tokens) if use_cache else None

@@ -7,10 +7,14 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from ._checks import check_bool, check_choice, check_config, check_non_negative_int, check_positive_int, check_probability, check_token_ids
+from ._checks import (check_bool, check_choice, check_config, check_positive_int, check_probability, check_tensor,
+                      check_token_ids, entry_point)
+from .attention import check_mask
+from .kv_cache import DecoderCache
 from .layers import Decoder, Encoder
-from .masks import padding_mask, target_mask
+from .masks import causal_mask, padding_mask, target_mask
 from .positional import LearnedPositionalEncoding, PositionalEncoding
+from .special_tokens import PAD_ID
 
 #: The positional schemes `Embeddings` knows: added to the embeddings (sinusoidal, learned), or
 #: nothing added here ("rope": queries and keys are rotated inside attention; "none").
@@ -51,10 +55,14 @@ def init_weights(model: nn.Module) -> None:
     """Xavier-uniform for every matrix (every parameter with 2 or more dimensions), as the
     paper's reference code does; biases and norm gains stay as PyTorch sets them. With
     PyTorch's N(0, 1) embedding init, embeddings times sqrt(d_model) would drown the positional
-    encoding of a small model."""
+    encoding of a small model. A learned positional table is not a projection: it keeps its own
+    initialisation (`LearnedPositionalEncoding.reset_parameters`), drawn after the matrices."""
     for p in model.parameters():
         if p.dim() > 1:
             nn.init.xavier_uniform_(p)
+    for m in model.modules():
+        if isinstance(m, LearnedPositionalEncoding):
+            m.reset_parameters()
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,6 @@ class TransformerConfig:
     norm_first: bool = False  # post-norm, as in the paper
     share_embeddings: bool = False  # one embedding for source and target (needs one shared vocabulary)
     tie_output: bool = False  # the output projection reuses the target embedding matrix
-    pad_id: int = 0
 
     @classmethod
     def base(cls, vocab: int, **overrides) -> "TransformerConfig":
@@ -91,15 +98,12 @@ class TransformerConfig:
         check_probability("dropout", self.dropout)
         for name in ("norm_first", "share_embeddings", "tie_output"):
             check_bool(name, getattr(self, name))
-        check_non_negative_int("pad_id", self.pad_id)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.share_embeddings and self.src_vocab != self.tgt_vocab:
             raise ValueError(
                 f"share_embeddings needs one vocabulary: src_vocab={self.src_vocab} != tgt_vocab={self.tgt_vocab}"
             )
-        if not 0 <= self.pad_id < min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"pad_id={self.pad_id} must be a token id of both vocabularies")
 
 
 class EncoderDecoder(nn.Module):
@@ -144,31 +148,76 @@ class Transformer(nn.Module):
         if c.tie_output:
             self.out.weight = self.tgt_embed.weight
 
+    def _check_encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> None:
+        self._check_ids("src", src, self.config.src_vocab)
+        check_mask(src_mask, (src.shape[0], self.config.n_heads, src.shape[1], src.shape[1]), "src_mask")
+
+    @entry_point(_check_encode)
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, S) source ids -> memory (batch, S, d_model). Padding is masked by default."""
-        check_token_ids("src", src, self.config.src_vocab)
         if src_mask is None:
-            src_mask = padding_mask(src, self.config.pad_id)
+            src_mask = padding_mask(src, PAD_ID)
         return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None) -> torch.Tensor:
+    def _check_decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> None:
+        check_tensor("tgt", tgt, ndim=2)
+        start = self.decoder.check_context(tgt.shape[0], tgt.shape[1], memory, tgt_mask, src_mask, cache)
+        self._check_ids("tgt", tgt, self.config.tgt_vocab, start)
+
+    @entry_point(_check_decode)
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache: list[DecoderCache] | None = None) -> torch.Tensor:
         """(batch, T) target ids and memory (batch, S, d_model) -> logits (batch, T, tgt_vocab).
 
         tgt_mask defaults to the causal mask combined with the target's padding mask; src_mask
         (the source padding mask) is needed whenever the source batch holds padding.
-        """
-        check_token_ids("tgt", tgt, self.config.tgt_vocab)
+
+        With `cache` (from `new_cache`: generation), tgt holds only the tokens at positions
+        cache.length .. cache.length + T - 1, after the cached ones; the layers read and extend
+        the cache, and tgt_mask defaults to the causal mask over the cached and new positions.
+        The logits equal those of the whole prefix at the new positions (up to rounding)."""
+        start = 0 if cache is None else cache[0].length
         if tgt_mask is None:
-            tgt_mask = target_mask(tgt, self.config.pad_id)
-        h = self.decoder(self.tgt_embed(tgt), memory, tgt_mask, src_mask)  # (B, T, d_model)
+            T = tgt.shape[1]
+            tgt_mask = (target_mask(tgt, PAD_ID) if cache is None
+                        else None if T == 1 else causal_mask(T, device=tgt.device, k_len=start + T))
+        h = self.decoder(self.tgt_embed(tgt, start), memory, tgt_mask, src_mask, cache)  # (B, T, d_model)
         return self.out(h)
 
+    def _check_forward(self, src, tgt, src_mask=None, tgt_mask=None) -> None:
+        self._check_encode(src, src_mask)
+        self._check_ids("tgt", tgt, self.config.tgt_vocab)
+        if tgt.shape[0] != src.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}")
+        B, h, S, T = src.shape[0], self.config.n_heads, src.shape[1], tgt.shape[1]
+        check_mask(src_mask, (B, h, T, S), "src_mask")  # it also masks cross-attention
+        check_mask(tgt_mask, (B, h, T, T), "tgt_mask")
+
+    @entry_point(_check_forward)
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """src (batch, S), tgt (batch, T) token ids -> logits (batch, T, tgt_vocab)."""
-        memory = self.encode(src, src_mask)  # checks src
         if src_mask is None:
-            src_mask = padding_mask(src, self.config.pad_id)
+            src_mask = padding_mask(src, PAD_ID)
+        memory = self.encode(src, src_mask)
         return self.decode(tgt, memory, src_mask, tgt_mask)
+
+    def new_cache(self, batch_size: int, src_len: int, max_len: int | None = None) -> list[DecoderCache]:
+        """Empty caches for generating up to `max_len` (default: the model's) target positions
+        for `batch_size` sources of `src_len` positions: one `DecoderCache` per decoder layer."""
+        max_len = self.config.max_len if max_len is None else max_len
+        for name, value in (("batch_size", batch_size), ("src_len", src_len), ("max_len", max_len)):
+            check_positive_int(name, value)
+        if max_len > self.config.max_len:
+            raise ValueError(f"max_len={max_len} is longer than the model's max_len={self.config.max_len}")
+        return self.decoder.new_cache(batch_size, src_len, max_len)
+
+    def _check_ids(self, name: str, ids, vocab_size: int, start: int = 0) -> None:
+        """Token ids (batch, T), T >= 1, in the vocabulary, at positions that fit the table."""
+        check_token_ids(name, ids, vocab_size)
+        if ids.shape[1] == 0:
+            raise ValueError(f"{name} must hold at least one position per row, got shape {tuple(ids.shape)}")
+        if start + ids.shape[1] > self.config.max_len:
+            raise ValueError(f"{name} reaches position {start + ids.shape[1] - 1}, past the model's "
+                             f"max_len={self.config.max_len} (its positional table)")
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())

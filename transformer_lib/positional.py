@@ -9,17 +9,35 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_last_dim, check_non_negative_int, check_positive_int, check_probability, check_tensor
+from ._checks import (check_finite, check_last_dim, check_non_negative_int, check_positive_int, check_probability,
+                      check_tensor, entry_point)
 from .runtime import book_device
 
 
-def _check_rows(x: torch.Tensor, d_model: int, start: int, max_len: int, what: str) -> None:
-    """x (batch, length, d_model) must fit positions start .. start + length - 1 of a table of max_len rows."""
+def frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+    """theta_i = base^(-2i / d) for i = 0 .. d/2 - 1, shape (d / 2,): the angle per position of
+    channel pair i, the one frequency ladder of the paper's sinusoids (section 3.5, where
+    d = d_model), their rotation (`rotation_for_offset`) and rotary positions (where d = d_k).
+    Wavelengths 2 pi / theta_i run from 2 pi to base * 2 pi. Computed in `dtype` (float64 by
+    default) on the CPU unless `device` says otherwise."""
+    check_positive_int("d", d)
+    if d % 2:
+        raise ValueError(f"d must be even: the frequencies turn pairs of channels, got {d}")
+    two_i = torch.arange(0, d, 2, dtype=dtype, device=device or "cpu")  # (d / 2,)
+    return base ** (-two_i / d)
+
+
+def _check_rows(module, x: torch.Tensor, start: int = 0) -> None:
+    """x (batch, length, d_model) must fit positions start .. start + length - 1 of the
+    module's table of max_len rows."""
     check_tensor("x", x, ndim=3, floating=True)
-    check_last_dim("x", x, d_model)
+    check_last_dim("x", x, module.d_model)
+    check_finite("x", x)
     check_non_negative_int("start", start)
-    if start + x.shape[1] > max_len:
-        raise ValueError(f"positions {start}..{start + x.shape[1] - 1} go past max_len={max_len} {what}")
+    if start + x.shape[1] > module.max_len:
+        raise ValueError(f"positions {start}..{start + x.shape[1] - 1} go past max_len={module.max_len} "
+                         + ("of the positional table" if isinstance(module, PositionalEncoding)
+                            else "(learned positions cannot extrapolate)"))
 
 
 def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -38,8 +56,7 @@ def sinusoidal_encoding(n_positions: int, d_model: int, dtype: torch.dtype | Non
     if d_model % 2:
         raise ValueError(f"d_model must be even for sine/cosine pairs, got {d_model}")
     pos = torch.arange(n_positions, dtype=torch.float64, device="cpu")[:, None]  # (n_positions, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu")  # (d_model / 2,)
-    angle = pos / 10000.0 ** (two_i / d_model)  # (n_positions, d_model / 2)
+    angle = pos * frequencies(d_model)  # (n_positions, d_model / 2): pos / 10000^(2i / d_model)
     pe = torch.empty(n_positions, d_model, dtype=torch.float64, device="cpu")
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
@@ -71,9 +88,9 @@ class PositionalEncoding(nn.Module):
                              persistent=False)
         self.dropout = nn.Dropout(dropout)
 
+    @entry_point(_check_rows)
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (batch, T, d_model) -> x + PE[start : start + T], then dropout."""
-        _check_rows(x, self.d_model, start, self.max_len, "of the positional table")
         return self.dropout(x + self.pe[start : start + x.shape[1]].to(x.dtype))
 
 
@@ -91,12 +108,17 @@ class LearnedPositionalEncoding(nn.Module):
         check_probability("dropout", dropout)
         self.d_model, self.max_len = d_model, max_len
         self.pe = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.pe.weight, std=d_model**-0.5)
+        self.reset_parameters()
         self.dropout = nn.Dropout(dropout)
 
+    def reset_parameters(self) -> None:
+        """Each position's vector drawn from N(0, 1/d_model): about unit length, like the rows
+        of the sinusoidal table (`model.init_weights` keeps it inside a model)."""
+        nn.init.normal_(self.pe.weight, std=self.d_model**-0.5)
+
+    @entry_point(_check_rows)
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """x (batch, T, d_model) -> x + P[start : start + T], then dropout."""
-        _check_rows(x, self.d_model, start, self.max_len, "(learned positions cannot extrapolate)")
         return self.dropout(x + self.pe.weight[start : start + x.shape[1]])
 
 
@@ -133,13 +155,16 @@ class RotaryEmbedding(nn.Module):
         """m theta_i for positions m = start .. start + length - 1: (length, d_k / 2), float64
         (float32 on Apple's MPS, which has no float64)."""
         dtype = torch.float32 if torch.device(device or "cpu").type == "mps" else torch.float64
-        theta = self.base ** (-torch.arange(0, self.d_k, 2, dtype=dtype, device=device) / self.d_k)  # (d_k / 2,)
+        theta = frequencies(self.d_k, self.base, dtype, device)  # (d_k / 2,)
         return torch.arange(start, start + length, dtype=dtype, device=device)[:, None] * theta
 
-    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+    def _check(self, x: torch.Tensor, start: int = 0) -> None:
         check_tensor("x", x, floating=True)
         check_last_dim("x", x, self.d_k, "d_k")
         check_non_negative_int("start", start)
+
+    @entry_point(_check)
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         angle = self.angles(start, x.shape[-2], x.device)
         cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (T, d_k / 2)
         even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_k / 2): the two channels of each pair
@@ -159,7 +184,7 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     check_positive_int("d_model", d_model)
     if d_model % 2:
         raise ValueError(f"d_model must be even, got {d_model}")
-    w = 1.0 / 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64, device="cpu") / d_model)
+    w = frequencies(d_model)  # (d_model / 2,)
     c, s = torch.cos(k * w), torch.sin(k * w)
     t = torch.zeros(d_model, d_model, dtype=torch.float64, device="cpu")
     # (sin(a + b), cos(a + b)) = [[cos b, sin b], [-sin b, cos b]] @ (sin a, cos a)
@@ -170,5 +195,5 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     return t.to(device=book_device(), dtype=dtype or torch.get_default_dtype())
 
 
-__all__ = ["sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
+__all__ = ["frequencies", "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
            "rotation_for_offset"]

@@ -3,7 +3,6 @@ the recurrent checkpoints' (Part I), as settings for the one loop, `training.tra
 from __future__ import annotations
 
 from ._checks import check_positive_int
-from .schedules import factor_for_peak
 from .training import TrainConfig
 
 __all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_config"]
@@ -31,13 +30,15 @@ def evenly_spaced(items: list, n: int) -> list:
     return [items[(i * len(items)) // n] for i in range(n)]
 
 
-def recipe_config(recipe: dict | None = None, d_model: int = 64, **overrides) -> TrainConfig:
-    """The `TrainConfig` of a recipe such as `DATE_RECIPE` (its peak learning rate turned into
-    the `factor` of equation (3)); keyword arguments override TrainConfig fields. The recipe's
-    stopping rule judges averaged weights, so it is not `target_accuracy` (which would stop on the
-    raw weights) but the hook `training.AverageAndStop`."""
+def recipe_config(recipe: dict | None = None, **overrides) -> TrainConfig:
+    """The `TrainConfig` of a recipe such as `DATE_RECIPE` (by default); keyword arguments
+    override TrainConfig fields. The recipe's `peak_lr` stays the peak of equation (3)
+    whatever the model's width and whatever `warmup` is overridden to: `train` derives the
+    factor from the model it trains (`schedules.factor_for_peak`). The recipe's stopping rule
+    judges averaged weights, so it is not `target_accuracy` (which would stop on the raw
+    weights) but the hook `training.AverageAndStop`."""
     r = {**DATE_RECIPE, **(recipe or {})}
-    kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], factor=factor_for_peak(r["peak_lr"], d_model, r["warmup"]),
+    kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], peak_lr=r["peak_lr"],
               label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
               progress=False)
     return TrainConfig(**{**kw, **overrides})

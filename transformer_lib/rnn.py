@@ -14,7 +14,8 @@
   both; ``alignment`` gives the attention weights of a teacher-forced pass.
 
 Masks follow the package's convention: boolean, ``True`` where attention is allowed. Padded
-input positions get exactly zero weight. Inputs are right-padded with ``pad_id`` (0).
+input positions get exactly zero weight. Inputs are right-padded with ``<pad>``
+(``special_tokens.PAD_ID``).
 """
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from ._checks import check_bool, check_choice, check_config, check_non_negative_int, check_positive_int, check_tensor, check_token_ids
+from ._checks import check_bool, check_choice, check_config, check_positive_int, check_tensor, check_token_ids
 from .masks import masked_softmax
-from .vocab import PAD_ID
+from .special_tokens import PAD_ID
 
 __all__ = ["GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder", "Seq2Seq", "Seq2SeqConfig",
            "ATTENTION_KINDS"]
@@ -37,7 +38,7 @@ ATTENTION_KINDS = (None, "additive", "dot")
 class GRUEncoder(nn.Module):
     """Character embeddings and a GRU over the input.
 
-    ``forward(src_ids)`` with ``src_ids`` (batch, T_x) right-padded with ``pad_id`` returns
+    ``forward(src_ids)`` with ``src_ids`` (batch, T_x) right-padded with ``<pad>`` returns
 
     * ``features`` (batch, T_x, feature_size): the states ``a_t'`` (forward and backward
       concatenated when bidirectional), zero at padded positions;
@@ -47,22 +48,22 @@ class GRUEncoder(nn.Module):
     """
 
     def __init__(self, vocab_size: int, emb_dim: int = 64, hidden_size: int = 128,
-                 bidirectional: bool = True, pad_id: int = PAD_ID):
+                 bidirectional: bool = True):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("emb_dim", emb_dim), ("hidden_size", hidden_size)):
             check_positive_int(name, v)
-        self.vocab_size, self.pad_id = vocab_size, pad_id
+        self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.bidirectional = bool(bidirectional)
         self.feature_size = hidden_size * (2 if bidirectional else 1)
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.gru = nn.GRU(emb_dim, hidden_size, batch_first=True, bidirectional=self.bidirectional)
 
     def forward(self, src_ids: torch.Tensor):
         check_token_ids("src_ids", src_ids, self.vocab_size)
         if src_ids.shape[1] == 0:
             raise ValueError("src_ids must hold at least one position, got shape (batch, 0)")
-        mask = src_ids != self.pad_id
+        mask = src_ids != PAD_ID
         lengths = mask.sum(dim=1)
         if (lengths == 0).any():
             raise ValueError("src_ids: a sequence is all padding")
@@ -157,7 +158,7 @@ class GRUDecoder(nn.Module):
     """
 
     def __init__(self, vocab_size: int, feature_size: int, emb_dim: int = 64, hidden_size: int = 128,
-                 attention: str | None = "additive", attn_size: int = 128, pad_id: int = PAD_ID):
+                 attention: str | None = "additive", attn_size: int = 128):
         super().__init__()
         for name, v in (("vocab_size", vocab_size), ("feature_size", feature_size), ("emb_dim", emb_dim),
                         ("hidden_size", hidden_size)):
@@ -165,7 +166,7 @@ class GRUDecoder(nn.Module):
         if attention not in ATTENTION_KINDS:
             raise ValueError(f"attention: expected one of {ATTENTION_KINDS!r}, got {attention!r}")
         self.attention_kind = attention
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
         self.init_state = nn.Linear(feature_size, hidden_size)
         # an nn.GRU (not a GRUCell) so that without attention, where every step's input is
         # known in advance under teacher forcing, the whole target runs in one fused call
@@ -216,7 +217,8 @@ class GRUDecoder(nn.Module):
 @dataclass(frozen=True)
 class Seq2SeqConfig:
     """The constructor arguments of :class:`Seq2Seq` (named like ``TransformerConfig``'s
-    ``src_vocab``, ``tgt_vocab`` and ``pad_id``; stored in checkpoints)."""
+    ``src_vocab`` and ``tgt_vocab``; stored in checkpoints). Padding is ``<pad>``, the id of
+    ``special_tokens.PAD_ID`` in every vocabulary."""
 
     src_vocab: int
     tgt_vocab: int
@@ -225,16 +227,12 @@ class Seq2SeqConfig:
     attention: str | None = "additive"
     bidirectional: bool = True
     attn_size: int = 128
-    pad_id: int = PAD_ID
 
     def __post_init__(self) -> None:
         for name in ("src_vocab", "tgt_vocab", "emb_dim", "hidden_size", "attn_size"):
             check_positive_int(name, getattr(self, name))
         check_choice("attention", self.attention, ATTENTION_KINDS)
         check_bool("bidirectional", self.bidirectional)
-        check_non_negative_int("pad_id", self.pad_id)
-        if self.pad_id >= min(self.src_vocab, self.tgt_vocab):
-            raise ValueError(f"pad_id={self.pad_id} must be a token id of both vocabularies")
 
 
 class Seq2Seq(nn.Module):
@@ -249,7 +247,7 @@ class Seq2Seq(nn.Module):
       call (cheap at the book's lengths), so it equals ``forward`` exactly;
     * ``alignment(src, tgt_in)`` -> the attention weights (batch, T_y, T_x) of the same pass.
 
-    The masks are derived from ``pad_id``; ``src_mask`` and ``tgt_mask`` are accepted so that
+    The masks are derived from ``<pad>`` (``PAD_ID``); ``src_mask`` and ``tgt_mask`` are accepted so that
     the calls match the Transformer's (a GRU reads its target in order: no causal mask needed).
     """
 
@@ -257,19 +255,19 @@ class Seq2Seq(nn.Module):
         super().__init__()
         check_config(config, Seq2SeqConfig)
         self.config = c = config
-        self.encoder = GRUEncoder(c.src_vocab, c.emb_dim, c.hidden_size, c.bidirectional, c.pad_id)
+        self.encoder = GRUEncoder(c.src_vocab, c.emb_dim, c.hidden_size, c.bidirectional)
         self.decoder = GRUDecoder(c.tgt_vocab, self.encoder.feature_size, c.emb_dim, c.hidden_size,
-                                  c.attention, c.attn_size, c.pad_id)
+                                  c.attention, c.attn_size)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None) -> torch.Tensor:
         """(batch, T_x) source ids -> memory: the features ``a`` (batch, T_x, feature_size).
 
-        The GRU reads its padding from ``pad_id``; ``src_mask`` is accepted so that the call
+        The GRU reads its padding from the ``<pad>`` ids; ``src_mask`` is accepted so that the call
         matches the Transformer's, and must then be that padding mask, (batch, T_x) or
         (batch, 1, 1, T_x)."""
         features, _, mask = self.encoder(src)
         if src_mask is not None and not torch.equal(self._mask_of(src_mask, *src.shape), mask):
-            raise ValueError("src_mask must be the padding mask of src (True at ids != pad_id): the GRU "
+            raise ValueError("src_mask must be the padding mask of src (True at ids != PAD_ID): the GRU "
                              "encoder reads every real position in order and cannot skip others")
         return features
 
@@ -309,7 +307,7 @@ class Seq2Seq(nn.Module):
         """src (batch, T_x), tgt_in (batch, T_y) starting with ``<bos>`` -> logits (batch, T_y, V)."""
         check_token_ids("src", src, self.config.src_vocab)
         check_token_ids("tgt_in", tgt_in, self.config.tgt_vocab)
-        return self.decode(tgt_in, self.encode(src), src != self.config.pad_id)
+        return self.decode(tgt_in, self.encode(src), src != PAD_ID)
 
     def alignment(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """The attention weights alpha (batch, T_y, T_x) of a teacher-forced pass: row t is where
@@ -318,7 +316,7 @@ class Seq2Seq(nn.Module):
             raise ValueError("alignment: this model has no attention (attention=None), so no weights")
         check_token_ids("src", src, self.config.src_vocab)
         check_token_ids("tgt_in", tgt_in, self.config.tgt_vocab)
-        return self._run(tgt_in, self.encode(src), src != self.config.pad_id)[1]
+        return self._run(tgt_in, self.encode(src), src != PAD_ID)[1]
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in asdict(self.config).items())

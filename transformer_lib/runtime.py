@@ -7,12 +7,16 @@ decoding, generation and the attention maps share.
   environment variable `TL_DEVICE` (`cpu`, the default; `cuda`; `mps`); `resolve_device`
   checks a name against what this machine has;
 - `setup(seed, threads, device)`: seeds, a fixed thread count and the device, so that a run
-  repeats bit for bit on one machine (`transformer_lib.book.setup` adds the book's figure style).
+  repeats bit for bit on one machine (`transformer_lib.book.setup` adds the book's figure style);
+- `torch_version()` and `require_torch(minimum, what)`: the one test of the installed PyTorch
+  against what a part of the package needs (`TorchTooOld` otherwise). The library needs what
+  chapters 1-16 use; `transformer_lib.parallel` (chapter 17) alone needs a newer release.
 """
 from __future__ import annotations
 
 import os
 import random
+import re
 from contextlib import contextmanager
 
 import numpy as np
@@ -20,7 +24,8 @@ import torch
 
 from ._checks import check_positive_int
 
-__all__ = ["DEVICE_VARIABLE", "book_device", "device_of", "eval_mode", "resolve_device", "setup"]
+__all__ = ["DEVICE_VARIABLE", "TorchTooOld", "book_device", "device_of", "eval_mode", "require_torch", "resolve_device",
+           "setup", "torch_version"]
 
 #: The environment variable that chooses the device of every chapter (`TL_DEVICE=cuda`).
 DEVICE_VARIABLE = "TL_DEVICE"
@@ -92,8 +97,30 @@ def setup(seed: int = 0, threads: int = 1, device: str | torch.device | None = N
     np.random.seed(seed)
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
-    # Change PyTorch's default device only when it changes: on the CPU, its own default, this
-    # leaves no device context behind (a context costs a little on every torch call).
+    # The CPU is PyTorch's own default: reach it by removing any default device set before
+    # (None), not by setting the CPU, which would leave a device context behind that costs a
+    # little on every torch call.
     if chosen != book_device():
-        torch.set_default_device(chosen)
+        torch.set_default_device(None if chosen.type == "cpu" else chosen)
     return chosen
+
+
+class TorchTooOld(ImportError):
+    """The installed PyTorch is older than a part of the package needs (`require_torch`)."""
+
+
+def torch_version() -> tuple[int, int]:
+    """The installed PyTorch's (major, minor) release, read from `torch.__version__`."""
+    found = re.match(r"(\d+)\.(\d+)", str(torch.__version__))
+    if found is None:  # pragma: no cover - every release is numbered so
+        raise ValueError(f"cannot read a release number from torch.__version__={torch.__version__!r}")
+    return int(found[1]), int(found[2])
+
+
+def require_torch(minimum: tuple[int, int], what: str, why: str = "") -> None:
+    """Raise `TorchTooOld` (an ImportError) naming `what`, the release it needs and the one
+    installed, unless PyTorch is at least `minimum` = (major, minor)."""
+    if torch_version() < tuple(minimum):
+        need = ".".join(map(str, minimum))
+        raise TorchTooOld(f"{what} needs torch >= {need}{f' ({why})' if why else ''}; this is torch "
+                          f"{torch.__version__}. Everything else in transformer_lib works with it.")

@@ -11,7 +11,7 @@ from torch import nn
 
 from ._checks import check_positive_int
 
-__all__ = ["SCHEDULES", "noam_lr", "factor_for_peak", "lr_schedule"]
+__all__ = ["SCHEDULES", "noam_lr", "factor_for_peak", "model_width", "lr_schedule"]
 
 #: The learning-rate schedules `TrainConfig.schedule` can name.
 SCHEDULES = ("warmup", "constant", "linear_warmup", "linear_decay")
@@ -40,15 +40,24 @@ def factor_for_peak(peak_lr: float, d_model: int, warmup: int) -> float:
     return peak_lr * (d_model * warmup) ** 0.5
 
 
+def model_width(model: nn.Module) -> int:
+    """The `config.d_model` of `model`, or of the model a wrapper holds (`module`, as PyTorch's
+    DistributedDataParallel has): the width equation (3) scales the learning rate by."""
+    inner = getattr(model, "module", model)
+    d_model = getattr(getattr(inner, "config", None), "d_model", None)
+    if d_model is None:
+        raise ValueError(f"the warm-up schedule needs the model's width, and a {type(inner).__name__} has no "
+                         "config.d_model; pick another schedule (TrainConfig.schedule)")
+    return d_model
+
+
 def lr_schedule(cfg, model: nn.Module) -> Callable[[int], float]:
     """The learning rate at step s = 1, 2, ... that `cfg.schedule` names, for a
     `training.TrainConfig` `cfg` (see there)."""
     if cfg.schedule == "warmup":
-        d_model = cfg.d_model if cfg.d_model is not None else getattr(getattr(model, "config", None), "d_model", None)
-        if d_model is None:
-            raise ValueError(f"TrainConfig.d_model: the warm-up schedule needs d_model, and a "
-                             f"{type(model).__name__} has no config.d_model; set it, or pick another schedule")
-        return lambda s: noam_lr(s, d_model, cfg.warmup, cfg.factor)
+        d_model = model_width(model)
+        factor = cfg.factor if cfg.peak_lr is None else factor_for_peak(cfg.peak_lr, d_model, cfg.warmup)
+        return lambda s: noam_lr(s, d_model, cfg.warmup, factor)
     if cfg.schedule == "constant":
         return lambda s: cfg.lr
     if cfg.schedule == "linear_warmup":

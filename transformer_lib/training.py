@@ -10,7 +10,8 @@ Transformer's interface (`model(src, tgt_in, src_mask, tgt_mask) -> logits`) on 
 tagger). What differs between recipes is chosen in `TrainConfig`: the learning-rate schedule
 (`"warmup"`, the paper's equation 3, or `"constant"`, `"linear_warmup"`, `"linear_decay"`),
 Adam's betas and epsilon, clipping and label smoothing (0 gives plain cross-entropy).
-`recipes.recipe_config` and `recipes.rnn_config` are the two recipes the book uses.
+`recipes.recipe_config` and `recipes.rnn_config` are the two recipes the book uses. The
+special tokens (padding, <bos>) are those of `special_tokens`, like everywhere else.
 
 Every `TrainConfig` field is checked when the config is made, and the config is frozen (make a
 changed copy with `dataclasses.replace`)."""
@@ -18,21 +19,21 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
-from collections.abc import Mapping, Sequence
 from typing import Callable, Iterable
 
 import torch
 from torch import nn
 
-from ._checks import (check_bool, check_choice, check_non_negative_int, check_positive_int, check_positive_number,
-                      check_probability, check_tensor)
+from ._checks import check_bool, check_choice, check_positive_int, check_positive_number, check_probability, check_tensor
 from .checkpoints import save as save_checkpoint
 from .losses import LabelSmoothingLoss
 from .masks import padding_mask, target_mask
 from .runtime import device_of, eval_mode
 from .schedules import SCHEDULES, lr_schedule
+from .special_tokens import NEVER_GENERATED, PAD_ID
 
 
 @dataclass
@@ -53,7 +54,7 @@ class Batch:
     tgt_mask: torch.Tensor
 
     @classmethod
-    def from_ids(cls, src: torch.Tensor, tgt: torch.Tensor, pad_id: int = 0) -> "Batch":
+    def from_ids(cls, src: torch.Tensor, tgt: torch.Tensor, pad_id: int = PAD_ID) -> "Batch":
         check_tensor("src", src, ndim=2)
         check_tensor("tgt", tgt, ndim=2)
         if tgt.shape[1] < 2:
@@ -71,8 +72,9 @@ class TrainConfig:
     The optimiser is Adam with `betas` and `adam_eps` (the paper's 0.9, 0.98 and 1e-9 by
     default, section 5.3). `schedule` picks the learning rate at step s (counting from 1):
 
-    * "warmup": equation (3), `noam_lr(s, d_model, warmup, factor)` (`factor` 1.0 = the
-      paper's); `d_model` defaults to `model.config.d_model`;
+    * "warmup": equation (3), `noam_lr(s, d_model, warmup, factor)` with the model's own
+      `config.d_model` (`factor` 1.0 = the paper's); or, with `peak_lr`, the factor that makes
+      it peak at `peak_lr` (at step `warmup`) whatever the model's width;
     * "constant": `lr` at every step;
     * "linear_warmup": `lr * min(1, s / warmup)`: a linear ramp over `warmup` steps, then `lr`;
     * "linear_decay": `lr` for the first half of `max_steps`, then falling linearly to 0 (the
@@ -92,12 +94,9 @@ class TrainConfig:
     max_seconds: float | None = None
     checkpoint: str | None = None  # where to save the best model (by validation accuracy)
     progress: bool = True
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
     schedule: str = "warmup"
-    d_model: int | None = None  # for "warmup"; None: the model's config.d_model
-    lr: float = 1e-3  # for "constant" and "linear_decay"
+    peak_lr: float | None = None  # for "warmup": its peak, instead of a factor
+    lr: float = 1e-3  # for "constant", "linear_warmup" and "linear_decay"
     betas: tuple[float, float] = (0.9, 0.98)
     adam_eps: float = 1e-9
 
@@ -106,9 +105,12 @@ class TrainConfig:
             check_positive_int(name, getattr(self, name))
         check_positive_number("factor", self.factor)
         check_probability("label_smoothing", self.label_smoothing)
-        for name in ("clip_norm", "max_seconds", "d_model"):
+        for name in ("clip_norm", "max_seconds", "peak_lr"):
             if getattr(self, name) is not None:
-                (check_positive_int if name == "d_model" else check_positive_number)(name, getattr(self, name))
+                check_positive_number(name, getattr(self, name))
+        if self.peak_lr is not None and (self.schedule != "warmup" or self.factor != 1.0):
+            raise ValueError(f"peak_lr sets the peak of the 'warmup' schedule instead of factor: give one of "
+                             f"them, with schedule='warmup' (got schedule={self.schedule!r}, factor={self.factor})")
         if self.patience is not None:
             check_positive_int("patience", self.patience)
         if self.target_accuracy is not None and not (
@@ -118,10 +120,6 @@ class TrainConfig:
         if self.checkpoint is not None and not isinstance(self.checkpoint, (str, PathLike)):
             raise TypeError(f"checkpoint must be a path (str or Path) or None, got {type(self.checkpoint).__name__}")
         check_bool("progress", self.progress)
-        for name in ("pad_id", "bos_id", "eos_id"):
-            check_non_negative_int(name, getattr(self, name))
-        if len({self.pad_id, self.bos_id, self.eos_id}) < 3:
-            raise ValueError(f"pad_id, bos_id and eos_id must differ, got {self.pad_id}, {self.bos_id}, {self.eos_id}")
         check_choice("schedule", self.schedule, SCHEDULES)
         check_positive_number("lr", self.lr)
         if not (isinstance(self.betas, (tuple, list)) and len(self.betas) == 2
@@ -161,13 +159,13 @@ def seq2seq_loss(model: nn.Module, batch, cfg: TrainConfig) -> torch.Tensor:
     """The label-smoothed loss of one teacher-forced batch (src, tgt) of ids: the default
     `loss_fn` of `train` (section 5.4, label smoothing cfg.label_smoothing)."""
     src, tgt = batch
-    b = Batch.from_ids(src, tgt, cfg.pad_id)
+    b = Batch.from_ids(src, tgt)
     logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)  # (B, T, V)
-    return LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)(logits, b.tgt_out)
+    return LabelSmoothingLoss(cfg.label_smoothing)(logits, b.tgt_out)
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[float, float]:
+def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig | None = None) -> tuple[float, float]:
     """(exact-match accuracy, mean label-smoothed loss) over `batches` of (src, tgt) ids, from
     one teacher-forced pass per batch: the default `eval_fn` of `train`.
 
@@ -177,18 +175,19 @@ def evaluate(model: nn.Module, batches: Iterable, cfg: TrainConfig) -> tuple[flo
     argmax is right, greedy decoding reads the same prefixes and so makes the same choices,
     step by step; at the first wrong one, greedy decoding goes wrong too. One parallel pass
     replaces a decoder pass per output token (tests/test_training.py compares the two on the
-    shipped models; in floating point they could differ only at an exact tie)."""
-    loss_fn = LabelSmoothingLoss(cfg.label_smoothing, cfg.pad_id)
+    shipped models; in floating point they could differ only at an exact tie). The loss has
+    the label smoothing of `cfg` (default: `TrainConfig()`'s)."""
+    loss_fn = LabelSmoothingLoss((cfg or TrainConfig()).label_smoothing)
     correct = total = 0
     losses = []
     device = device_of(model)
     with eval_mode(model):
         for src, tgt in batches:
-            b = Batch.from_ids(src.to(device), tgt.to(device), cfg.pad_id)
+            b = Batch.from_ids(src.to(device), tgt.to(device))
             logits = model(b.src, b.tgt_in, b.src_mask, b.tgt_mask)        # (B, T, V)
             losses.append(loss_fn(logits, b.tgt_out).item())
-            logits[..., [cfg.bos_id, cfg.pad_id]] = float("-inf")          # as in greedy decoding
-            right = (logits.argmax(-1) == b.tgt_out) | (b.tgt_out == cfg.pad_id)
+            logits[..., list(NEVER_GENERATED)] = float("-inf")             # as in greedy decoding
+            right = (logits.argmax(-1) == b.tgt_out) | (b.tgt_out == PAD_ID)
             correct += int(right.all(-1).sum())
             total += len(b.src)
     return correct / max(total, 1), sum(losses) / max(len(losses), 1)
@@ -202,7 +201,7 @@ def _to(batch, device):
 
 
 def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None = None,
-          cfg: TrainConfig | None = None, on_eval: Callable[[int, float], None] | None = None,
+          cfg: TrainConfig | None = None, on_eval: Callable[[int, float], bool | None] | None = None,
           vocabs: tuple | None = None, loss_fn: Callable | None = None, eval_fn: Callable | None = None) -> History:
     """Train `model` on the batches of `train_loader`: the book's one training loop.
 
@@ -213,14 +212,17 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
 
     Every `eval_every` steps (and at the last), `eval_fn(model, val_batches, cfg)` gives
     (accuracy, loss) on `val_batches` (default `evaluate`: greedy exact match), after which
-    `on_eval(step, accuracy)` is called; if it returns True, training stops there. The best model so far is saved to `cfg.checkpoint` if
-    given (`checkpoints.save`, with `vocabs` = (src_vocab, tgt_vocab), which it then needs, and
-    the record {"step", "accuracy"}). Stops at `max_steps`, at `max_seconds`, when accuracy
-    reaches `target_accuracy`, or after `patience` evaluations without improvement. Batches
-    are moved to the model's device. `train_loader` (best: `vocab.make_loader`) is read again
-    at every epoch, so it must be re-iterable (a list or a DataLoader): a one-shot iterator or
-    generator raises TypeError before any step. Returns a `History` (its `eval_seconds` is the
-    evaluation part of `seconds`).
+    `on_eval(step, accuracy)` is called; if it returns True, training stops there. The best
+    model so far is saved to `cfg.checkpoint` if given (`checkpoints.save`, with `vocabs` =
+    (src_vocab, tgt_vocab), which it then needs, and the record {"step", "accuracy"}). Stops at
+    `max_steps`, at `max_seconds`, when accuracy reaches `target_accuracy`, after `patience`
+    evaluations without improvement, or when `on_eval` says so. Batches are moved to the
+    model's device. `train_loader` (best: `vocab.make_loader`) is read again at every epoch, so
+    it must be re-iterable (a list, a DataLoader, a `vocab.PairLoader`): a one-shot iterator or
+    generator raises TypeError before any step. The check reads nothing from the loader, so
+    `train` reads exactly the batches a `for` loop over the same fresh loader would. The model
+    is given back in the train/eval mode it came in. Returns a `History` (its `eval_seconds`
+    is the evaluation part of `seconds`).
     """
     cfg = cfg or TrainConfig()
     _check_train_args(model, train_loader, cfg, vocabs, loss_fn, eval_fn, on_eval)
@@ -234,6 +236,7 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     val_batches = list(val_batches) if val_batches is not None else None
     bad_evals, start = 0, time.perf_counter()
     bar = _progress(cfg)
+    was_training = model.training
     model.train()
     for step, batch in enumerate(_forever(train_loader), start=1):
         loss = loss_fn(model, _to(batch, device), cfg)
@@ -279,7 +282,7 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     if bar is not None:
         bar.close()
     hist.seconds = time.perf_counter() - start
-    model.eval()
+    model.train(was_training)
     return hist
 
 
@@ -288,9 +291,10 @@ def _check_train_args(model, train_loader, cfg, vocabs, loss_fn, eval_fn, on_eva
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(cfg, TrainConfig):
         raise TypeError(f"cfg must be a TrainConfig, got {type(cfg).__name__}")
-    if iter(train_loader) is train_loader:
-        raise TypeError("train_loader must be re-iterable (a list or a DataLoader), not a one-shot iterator or "
-                        "generator: train() starts a new pass over it at every epoch")
+    if isinstance(train_loader, Iterator) or not isinstance(train_loader, Iterable):  # reads nothing from it
+        raise TypeError("train_loader must be re-iterable (a list, a DataLoader, vocab.make_loader), not a one-shot "
+                        f"iterator or generator: train() starts a new pass over it at every epoch; got "
+                        f"{type(train_loader).__name__}")
     if cfg.checkpoint and (vocabs is None or len(vocabs) != 2):
         raise ValueError("vocabs: TrainConfig.checkpoint is set, so train() needs vocabs=(src_vocab, tgt_vocab) "
                          "to store in the checkpoint")

@@ -1,28 +1,26 @@
 """Character vocabularies and padded batches: the plumbing every task of the book shares.
 
-:class:`Vocab` maps characters to ids with four special tokens (``<pad>=0, <bos>=1, <eos>=2,
-<unk>=3``); :func:`collate` turns ``(source, target)`` string pairs into right-padded
+:class:`Vocab` maps characters to ids after the four special tokens of
+:mod:`transformer_lib.special_tokens` (``<pad>=0, <bos>=1, <eos>=2, <unk>=3``, re-exported here); :func:`collate` turns ``(source, target)`` string pairs into right-padded
 ``LongTensor`` batches; :func:`make_loader` is the one way the book batches a training set.
 Batches are made on the CPU, whatever the book's device: the training loop and the decoders
 move them to the model's device.
 """
 from __future__ import annotations
 
-from itertools import islice
 from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 
-from ._checks import check_positive_int
+from ._checks import check_non_negative_int, check_positive_int
+from .special_tokens import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, SPECIALS, UNK, UNK_ID
 
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID",
     "Vocab", "collate", "PairLoader", "make_loader",
 ]
 
-PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
-SPECIALS = (PAD, BOS, EOS, UNK)
-PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 
 class Vocab:
@@ -143,55 +141,53 @@ def _pad(seqs: list[list[int]]) -> torch.Tensor:
 
 
 class PairLoader:
-    """Batches of :func:`collate`d ``(src_ids, tgt_ids)`` over ``pairs``, shuffled anew at every
-    pass (epoch) by a generator seeded with ``seed``; re-iterable, so ``training.train`` can
-    read it epoch after epoch. ``len(loader)`` is the number of batches in a pass.
+    """Batches of :func:`collate`d ``(src_ids, tgt_ids)`` over ``pairs``; re-iterable, so
+    ``training.train`` can read it pass (epoch) after pass. ``len(loader)`` is the number of
+    batches in a pass.
 
-    It gives exactly the batches of ``torch.utils.data.DataLoader(pairs, batch_size,
-    shuffle=shuffle, generator=torch.Generator().manual_seed(seed), collate_fn=...)``, the
-    loader the book's shipped models were trained with (each pass draws the seed a DataLoader
-    draws for its workers, then the permutation), but it makes every tensor on the CPU
-    explicitly, so it also works when the book computes on a GPU (`setup(device="cuda")` makes
-    the GPU the default device, where a DataLoader's CPU generator would fail).
+    With ``shuffle``, pass k (counting from 0) reads the pairs in the order :meth:`order` gives,
+    a permutation that depends on ``(seed, k)`` alone. Nothing is drawn until a pass's first
+    batch is asked for: ``iter(loader)`` alone does not move the loader on, so ``tl.train`` and a
+    plain ``for`` loop over a fresh loader read the same batches in the same order. Every
+    tensor is made on the CPU explicitly, whatever the book's device (the training loop moves
+    batches to the model).
     """
 
     def __init__(self, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
                  batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False):
         check_positive_int("batch_size", batch_size)
+        check_non_negative_int("seed", seed)
         self.pairs, self.src_vocab, self.tgt_vocab = list(pairs), src_vocab, tgt_vocab
-        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
-        self.generator = torch.Generator(device="cpu").manual_seed(seed)
+        self.batch_size, self.shuffle, self.seed, self.drop_last = batch_size, shuffle, seed, drop_last
+        self.passes = 0  # passes begun so far: the next pass is pass `passes`
 
     def __len__(self) -> int:
         n, b = len(self.pairs), self.batch_size
         return n // b if self.drop_last else -(-n // b)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        # A DataLoader draws its workers' seed when a pass starts (at `iter`, even if no batch
-        # is then read), and the permutation at the first batch: so do we.
-        torch.empty((), dtype=torch.int64, device="cpu").random_(generator=self.generator)
-        return self._batches()
-
-    def _batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        order = self._order()
-        while index := list(islice(order, self.batch_size)):
+        k, self.passes = self.passes, self.passes + 1  # runs at the first batch, not at iter()
+        order = self.order(k)
+        for start in range(0, len(order), self.batch_size):
+            index = order[start : start + self.batch_size]
             if self.drop_last and len(index) < self.batch_size:
-                break
+                return
             yield collate([self.pairs[i] for i in index], self.src_vocab, self.tgt_vocab)
 
-    def _order(self) -> Iterator[int]:
-        """The pairs' indices for one pass, drawn as PyTorch's RandomSampler draws them (its
-        permutation, and one more, unused, when the pass ends)."""
-        n = len(self.pairs)
+    def order(self, k: int) -> list[int]:
+        """The pairs' indices in pass ``k``: ``0 .. n-1`` without ``shuffle``, else a random
+        permutation drawn from a generator seeded by ``(seed, k)`` (NumPy's ``SeedSequence``
+        mixes the two numbers into one seed)."""
+        check_non_negative_int("k", k)
         if not self.shuffle:
-            yield from range(n)
-            return
-        yield from torch.randperm(n, generator=self.generator, device="cpu").tolist()
-        torch.randperm(n, generator=self.generator, device="cpu")
+            return list(range(len(self.pairs)))
+        mixed = int(np.random.SeedSequence((self.seed, k)).generate_state(1)[0])
+        generator = torch.Generator(device="cpu").manual_seed(mixed)
+        return torch.randperm(len(self.pairs), generator=generator, device="cpu").tolist()
 
 
 def make_loader(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
                 batch_size: int = 64, shuffle: bool = True, seed: int = 0, drop_last: bool = False) -> PairLoader:
     """The book's training loader over ``pairs``: a :class:`PairLoader` that yields
-    ``(src_ids, tgt_ids)`` batches; the shuffling order depends only on ``seed``."""
+    ``(src_ids, tgt_ids)`` batches; pass k's order depends only on ``(seed, k)``."""
     return PairLoader(pairs, src_vocab, tgt_vocab, batch_size, shuffle, seed, drop_last)

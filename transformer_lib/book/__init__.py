@@ -7,8 +7,9 @@ imports this package.
   `plot_attention` draws one attention map
 - `shapes`: pictures of tensors as blocks of their shapes (chapters 3-5)
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
-- `asides`: helpers that keep long chapters focused (a convex hull, chapter 7's training
-  experiment, drawings of rotations and masks)
+- `geometry`: points in the plane (a convex hull; a sinusoid pair's turn on the circle)
+- `norm_study`: chapter 7's post-norm/pre-norm training experiment
+- `parallel_layouts`: chapter 17's picture of who holds what under each kind of parallelism
 - `explorer`: `AttentionExplorer`, the interactive attention-map widget (imported on first
   use: it needs anywidget); `explorer_state` writes and reads its saved state
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
@@ -20,10 +21,11 @@ imports this package.
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
-from . import asides, bughunt, claims, diagrams, exercises, shapes, training_figures, viz  # noqa: E402
+from . import (bughunt, claims, diagrams, exercises, geometry, norm_study, parallel_layouts, shapes,  # noqa: E402
+               training_figures, viz)
 
-__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "asides", "bughunt", "claims",
-           "diagrams", "exercises", "shapes", "training_figures", "viz"]
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "diagrams",
+           "exercises", "geometry", "norm_study", "parallel_layouts", "shapes", "training_figures", "viz"]
 
 
 def __getattr__(name: str):

@@ -137,7 +137,7 @@ class AttentionExplorer(anywidget.AnyWidget):
         `record_attention` collecting every attention module's weights. `index` picks the
         example of the batch; ids may also be one example, (length,).
 
-        Padding (`pad_id`, by default `model.config.pad_id` where the model has one) is left out
+        Padding (`pad_id`, by default <pad>, `special_tokens.PAD_ID`) is left out
         when no tokens are given or when the tokens are as many as the non-padding positions.
 
         With `encode_fn`, live in a notebook, the explorer offers a text box: `encode_fn(text)`

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .._checks import as_numpy, check_positive_int, check_tokens
-from ..attention_maps import KINDS
+from ..attention_maps import MAP_KINDS as KINDS
 
 __all__ = ["MAX_TOKENS", "MAX_LAYERS", "MAX_HEADS", "build_state", "parse_rows", "check_selection", "state_matrix"]
 

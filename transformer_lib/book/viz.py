@@ -1,6 +1,6 @@
 """Plotting defaults and the book's heat maps: attention weights (one map, the heads of a layer,
-every head of every layer), annotated matrices, similarities and the positional tables. The
-pictures of tensors as blocks of their shapes are in `shapes`."""
+every head of every layer), annotated matrices, similarities, the positional tables and masks
+as grids (`draw_mask`). The pictures of tensors as blocks of their shapes are in `shapes`."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,7 +8,9 @@ from typing import Sequence
 import matplotlib as mpl
 import numpy as np
 
-from .._checks import as_numpy
+import torch
+
+from .._checks import as_numpy, check_tensor
 
 #: Colour maps that stay readable for colour-blind readers and in grey scale.
 SEQUENTIAL_CMAP = "viridis"
@@ -81,6 +83,25 @@ def plot_attention(weights, query_tokens: Sequence[str] | None = None, key_token
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
     return ax
 
+
+
+def draw_mask(ax, mask: torch.Tensor, q_tokens: Sequence[str], k_tokens: Sequence[str], title: str):
+    """A boolean (T, S) mask as a grid: blue where a query may attend to a key, white where blocked."""
+    from matplotlib.colors import ListedColormap
+
+    check_tensor("mask", mask, ndim=2)
+    if tuple(mask.shape) != (len(q_tokens), len(k_tokens)):
+        raise ValueError(f"mask must have shape (len(q_tokens), len(k_tokens)) = "
+                         f"{(len(q_tokens), len(k_tokens))}, got {tuple(mask.shape)}")
+    ax.imshow(as_numpy("mask", mask), cmap=ListedColormap(["#FFFFFF", "#0072B2"]), vmin=0, vmax=1)
+    ax.set_xticks(range(len(k_tokens)), labels=k_tokens, rotation=90)
+    ax.set_yticks(range(len(q_tokens)), labels=q_tokens)
+    ax.set_xticks([x - 0.5 for x in range(1, len(k_tokens))], minor=True)
+    ax.set_yticks([y - 0.5 for y in range(1, len(q_tokens))], minor=True)
+    ax.grid(which="minor", color="#AAAAAA", lw=0.5)
+    ax.tick_params(which="minor", length=0)
+    ax.set(title=title, xlabel="key (attended to)", ylabel="query (attending)")
+    return ax
 
 def text_colour(rgba) -> str:
     """'black' or 'white', whichever contrasts more with the colour `rgba` (WCAG 2 contrast ratio)."""

@@ -16,12 +16,14 @@ from .._checks import check_positive_int
 from ..model import Transformer, TransformerConfig
 from ..training import TrainConfig, train
 from ..vocab import collate, make_loader
+from .launch import worker_device
 
 
-def build_model(config: dict, state: dict | None = None, dtype: torch.dtype = torch.float32) -> Transformer:
-    """`Transformer(TransformerConfig(**config))` in `dtype`, with the weights `state` if given:
-    how every process makes the same model."""
-    model = Transformer(TransformerConfig(**config)).to(dtype)
+def build_model(config: dict, state: dict | None = None, dtype: torch.dtype = torch.float32,
+                device: str | torch.device | None = None) -> Transformer:
+    """`Transformer(TransformerConfig(**config))` in `dtype` on `device` (default the CPU), with
+    the weights `state` if given: how every process makes the same model."""
+    model = Transformer(TransformerConfig(**config)).to(dtype=dtype, device=device or "cpu")
     if state is not None:
         model.load_state_dict(state)
     return model
@@ -57,9 +59,10 @@ def seconds_per_step(model: nn.Module, loader, cfg: TrainConfig, steps: int, war
     return (time.perf_counter() - start) / steps
 
 
-def time_all_reduce(n_elements: int, repeats: int = 20, dtype: torch.dtype = torch.float32) -> float:
+def time_all_reduce(n_elements: int, repeats: int = 20, dtype: torch.dtype = torch.float32,
+                    device: str | torch.device | None = None) -> float:
     """Median seconds of one `all_reduce` of `n_elements` numbers across the process group."""
-    x = torch.ones(n_elements, dtype=dtype)
+    x = torch.ones(n_elements, dtype=dtype, device=device or "cpu")
     times = []
     for _ in range(repeats):
         dist.barrier()
@@ -83,12 +86,13 @@ def _counting_all_reduce(counts: list, bucket):
 
 
 def data_parallel_worker(config: dict, state: dict, pairs, vocabs, cfg: TrainConfig, global_batch: int,
-                         timing_steps: int = 0, timing_rounds: int = 2) -> dict:
+                         timing_steps: int = 0, timing_rounds: int = 2, device: str | torch.device | None = None) -> dict:
     """Train the model `config` from the weights `state` in float64, wrapped in PyTorch's
     `DistributedDataParallel`, with `training.train` and `cfg`, each process reading its
-    share of every global batch (`shard_loader`).
+    share of every global batch (`shard_loader`). The models are built on `device` (default the
+    CPU; "cuda": GPU `LOCAL_RANK`, as NCCL needs); `train` moves the batches there.
 
-    Returns {"state": the trained weights, "loss": this process's loss per step,
+    Returns {"state": the trained weights (on the CPU), "loss": this process's loss per step,
     "all_reduced": numbers all-reduced per step (counted by a DDP communication hook)}.
 
     With `timing_steps`, also measures, in float32 on the same batches, `timing_rounds` times
@@ -99,23 +103,24 @@ def data_parallel_worker(config: dict, state: dict, pairs, vocabs, cfg: TrainCon
     """
     from torch.nn.parallel import DistributedDataParallel
 
+    device = worker_device(device)
     loader = shard_loader(pairs, *vocabs, global_batch)
-    model = DistributedDataParallel(build_model(config, state, torch.float64))
+    model = DistributedDataParallel(build_model(config, state, torch.float64, device))
     counts: list[int] = []
     model.register_comm_hook(counts, _counting_all_reduce)
     history = train(model, loader, None, cfg)
-    out = {"state": model.module.state_dict(), "loss": history.loss,
+    out = {"state": {k: v.cpu() for k, v in model.module.state_dict().items()}, "loss": history.loss,
            "all_reduced": sum(counts) / len(history.loss)}
     if timing_steps:
         whole = make_loader(pairs, *vocabs, batch_size=global_batch, shuffle=False)
-        single, parallel = [], []
+        single, together = [], []
         for _ in range(timing_rounds):
             if dist.get_rank() == 0:
-                single.append(seconds_per_step(build_model(config, state), whole, cfg, timing_steps))
+                single.append(seconds_per_step(build_model(config, state, device=device), whole, cfg, timing_steps))
             dist.barrier()  # the other processes wait (without using the processor) meanwhile
-            fast = DistributedDataParallel(build_model(config, state))
-            parallel.append(seconds_per_step(fast, loader, cfg, timing_steps))
+            fast = DistributedDataParallel(build_model(config, state, device=device))
+            together.append(seconds_per_step(fast, loader, cfg, timing_steps))
         out["single_seconds_per_step"] = min(single) if single else None
-        out["seconds_per_step"] = min(parallel)
-        out["all_reduce_seconds"] = time_all_reduce(sum(p.numel() for p in fast.parameters()))
+        out["seconds_per_step"] = min(together)
+        out["all_reduce_seconds"] = time_all_reduce(sum(p.numel() for p in fast.parameters()), device=device)
     return out

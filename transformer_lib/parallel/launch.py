@@ -1,12 +1,19 @@
 """Starting processes on this machine and joining them in one process group (chapter 17).
+
+The processes meet through a `torch.distributed.FileStore` in a private temporary folder: the
+rendezvous is a file, so nothing listens on a network port for it, on any platform. The
+collectives then run over gloo on the loopback interface (127.0.0.1), or over NCCL between GPUs.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime
 import os
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -16,32 +23,25 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from .._checks import check_positive_int
+from .._checks import check_choice, check_positive_int
 
-#: The only address the processes talk over: this machine's loopback interface.
+#: The address gloo's connections use: this machine's loopback interface.
 HOST = "127.0.0.1"
+#: The backends `launch` knows: gloo (CPU tensors, and some CUDA ones) and NCCL (one GPU a process).
+BACKENDS = ("gloo", "nccl")
 
 
 class WorkerError(RuntimeError):
-    """A worker raised or died. `pids` are the launched processes (all stopped by now), `port`
-    the rendezvous port (released), `logs` what each rank printed, by rank."""
+    """A worker raised or died. `pids` are the launched processes (all stopped by now), `logs`
+    what each rank printed, by rank."""
 
-    def __init__(self, message: str, pids: list[int], port: int, logs: dict[int, str]):
+    def __init__(self, message: str, pids: list[int], logs: dict[int, str]):
         super().__init__(message)
-        self.pids, self.port, self.logs = pids, port, logs
+        self.pids, self.logs = pids, logs
 
 
 class WorkerTimeout(WorkerError, TimeoutError):
     """The workers did not finish within `timeout` seconds; they were stopped."""
-
-
-def free_port(host: str = HOST) -> int:
-    """A TCP port on `host` that nothing listens on now: bind port 0 and let the system pick.
-    (Another program could take it before the workers do; rank 0 would then fail to bind it,
-    and `launch` raises `WorkerError`.)"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _loopback_interface() -> str | None:
@@ -65,43 +65,48 @@ def _check_worker(worker) -> None:
 
 
 def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0, threads: int = 1,
-           **kwargs) -> list:
+           backend: str = "gloo", **kwargs) -> list:
     """Run `worker(*args, **kwargs)` in `world_size` new processes joined in one process group.
 
     Each process is started with `torch.multiprocessing` ("spawn": a fresh interpreter that
-    imports `worker` by name), sets `threads` PyTorch threads, and joins the gloo process group
-    through a store that rank 0 serves on 127.0.0.1 at a free port; gloo itself is told to use
-    the loopback interface. Inside, `dist.get_rank()` and `dist.get_world_size()` say who is
-    who; the environment variables that `torchrun` sets (RANK, WORLD_SIZE, LOCAL_RANK,
-    MASTER_ADDR, MASTER_PORT) are set too. What a worker prints goes to a log file, not to the
-    caller's output; it is attached to the error if a worker fails.
+    imports `worker` by name), sets `threads` PyTorch threads, and joins the process group
+    through a file store in a private temporary folder (no network port). gloo (the default)
+    is told to use the loopback interface; NCCL (`backend="nccl"`) needs a CUDA GPU per
+    process, and each process makes GPU `LOCAL_RANK` its current device. Inside, `dist.get_rank()`
+    and `dist.get_world_size()` say who is who; the environment variables that `torchrun` sets
+    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR) are set too. What a worker prints goes to a log
+    file, not to the caller's output; it is attached to the error if a worker fails. A worker
+    whose launching process dies (killed, not only stopped) is ended too.
 
     Returns a list with each rank's return value, by rank. A return value must be made of
     tensors, numbers, strings, lists, tuples and dicts (it travels through `torch.save`).
 
     Raises `WorkerError` if a worker raises or dies, and `WorkerTimeout` (also a TimeoutError)
     if they have not all finished after `timeout` seconds. Either way every process has been
-    stopped (terminated, then killed) and joined, and the port is free again, before it raises.
+    stopped (terminated, then killed) and joined before it raises.
     """
     _check_worker(worker)
     check_positive_int("world_size", world_size)
     check_positive_int("threads", threads)
+    check_choice("backend", backend, BACKENDS)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    port = free_port()
+    if backend == "nccl" and torch.cuda.device_count() < world_size:
+        raise ValueError(f"backend='nccl' needs a CUDA GPU per process: world_size={world_size}, but this "
+                         f"machine has {torch.cuda.device_count()}")
     with tempfile.TemporaryDirectory(prefix="transformer_lib-parallel-") as folder:
         context = mp.start_processes(
-            _run_worker, args=(world_size, port, folder, worker, args, kwargs, threads, float(timeout)),
+            _run_worker, args=(world_size, folder, worker, args, kwargs, threads, float(timeout), backend, os.getpid()),
             nprocs=world_size, join=False, daemon=True, start_method="spawn")
         pids = [p.pid for p in context.processes]
         try:
-            _wait(context, timeout, pids, port, folder)
+            _wait(context, timeout, pids, folder)
         finally:
             _stop(context.processes)
         return [torch.load(Path(folder) / f"rank{r}.pt", weights_only=True) for r in range(world_size)]
 
 
-def _wait(context, timeout: float, pids: list[int], port: int, folder: str) -> None:
+def _wait(context, timeout: float, pids: list[int], folder: str) -> None:
     deadline = time.monotonic() + timeout
     n = len(pids)
     try:
@@ -109,10 +114,10 @@ def _wait(context, timeout: float, pids: list[int], port: int, folder: str) -> N
             if time.monotonic() >= deadline:
                 _stop(context.processes)
                 raise WorkerTimeout(f"the {n} workers did not finish within {timeout} s; they were stopped"
-                                    f"{_log_tail(folder, n)}", pids, port, _logs(folder, n))
+                                    f"{_log_tail(folder, n)}", pids, _logs(folder, n))
     except (mp.ProcessRaisedException, mp.ProcessExitedException) as err:  # a worker raised or died
         _stop(context.processes)
-        raise WorkerError(_failure(folder, n, err), pids, port, _logs(folder, n)) from None
+        raise WorkerError(_failure(folder, n, err), pids, _logs(folder, n)) from None
     finally:
         for path in getattr(context, "error_files", []):  # torch.multiprocessing's own traceback files
             if path and os.path.exists(path):
@@ -162,24 +167,43 @@ def _log_tail(folder: str, world_size: int, chars: int = 2000) -> str:
     return "".join(tails)
 
 
-def _run_worker(rank: int, world_size: int, port: int, folder: str, worker: Callable, args: tuple,
-                kwargs: dict, threads: int, timeout: float) -> None:
+def _end_with_parent(parent: int) -> None:
+    """End this process when the process that launched it dies, even by SIGKILL (then no
+    `finally` of the parent runs): on Linux the kernel sends SIGTERM (prctl PR_SET_PDEATHSIG);
+    elsewhere a daemon thread watches for the parent to go."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the request was made
+            os._exit(1)
+        return
+
+    def watch() -> None:  # pragma: no cover - not Linux
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()  # pragma: no cover - not Linux
+
+
+def _run_worker(rank: int, world_size: int, folder: str, worker: Callable, args: tuple, kwargs: dict, threads: int,
+                timeout: float, backend: str, parent: int) -> None:
     """The body of each launched process (rank given by torch.multiprocessing)."""
+    _end_with_parent(parent)
     log = open(Path(folder) / f"rank{rank}.log", "w")
     os.dup2(log.fileno(), 1)  # everything this process prints, Python or C++, goes to the log
     os.dup2(log.fileno(), 2)
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR=HOST,
-                      MASTER_PORT=str(port))
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size), MASTER_ADDR=HOST)
     loopback = _loopback_interface()
     if loopback:
         os.environ["GLOO_SOCKET_IFNAME"] = loopback
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
     torch.set_num_threads(threads)
     wait = datetime.timedelta(seconds=timeout)
-    # Rank 0 serves the store on 127.0.0.1 only (left to itself, it would listen on every interface).
-    listener = socket.create_server((HOST, port)) if rank == 0 and sys.platform.startswith("linux") else None
-    store = dist.TCPStore(HOST, port, world_size, rank == 0, wait,
-                          master_listen_fd=listener.fileno() if listener else None)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=wait)
+    store = dist.FileStore(str(Path(folder) / "rendezvous"), world_size)  # a file: no port to listen on
+    store.set_timeout(wait)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=wait)
     try:
         result = worker(*args, **kwargs)
         dist.barrier()
@@ -189,17 +213,23 @@ def _run_worker(rank: int, world_size: int, port: int, folder: str, worker: Call
         raise
     finally:
         dist.destroy_process_group()
-        if listener is not None:
-            listener.close()
 
 
-def all_reduce_worker(x: torch.Tensor) -> dict:
+def worker_device(device: str | torch.device | None = None) -> torch.device:
+    """The device a worker computes on: the CPU by default; for "cuda", GPU `LOCAL_RANK` (one GPU
+    a process, as NCCL wants and as `torchrun` numbers them)."""
+    device = torch.device("cpu" if device is None else device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return device
+
+
+def all_reduce_worker(x: torch.Tensor, device: str | torch.device | None = None) -> dict:
     """Send row `rank` of x (one row per process) into an all-reduce (a sum) and return who this
-    process is, what it sent and what it received."""
+    process is, what it sent and what it received (on the CPU)."""
     rank = dist.get_rank()
-    sent = x[rank].clone()
+    sent = x[rank].to(worker_device(device))
     received = sent.clone()
     dist.all_reduce(received)  # in place: every process ends with the sum of every process's tensor
     return {"rank": rank, "world_size": dist.get_world_size(), "backend": dist.get_backend(),
-            "address": f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", "sent": sent,
-            "received": received}
+            "address": os.environ["MASTER_ADDR"], "sent": sent.cpu(), "received": received.cpu()}

@@ -1,6 +1,6 @@
 """Sequence parallelism: ring attention, each process holding a block of the sequence and merging
-the key/value blocks that travel around the ring with chapter 13's online softmax (Liu et al.
-2023, arXiv:2310.01889).
+the key/value blocks that travel around the ring with chapter 13's online softmax
+(`efficient.online_softmax_fold`; Liu et al. 2023, arXiv:2310.01889). Forward only.
 """
 from __future__ import annotations
 
@@ -10,42 +10,29 @@ import torch
 import torch.distributed as dist
 
 from .._checks import check_positive_int, check_tensor
-
-
-def online_softmax_fold(m: torch.Tensor, ell: torch.Tensor, o: torch.Tensor, scores: torch.Tensor,
-                        value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fold one block of keys into the running softmax (chapter 13, equation 2):
-
-        m' = max(m, max_j s_j)
-        l' = l e^(m - m') + sum_j e^(s_j - m')
-        o' = o e^(m - m') + sum_j e^(s_j - m') v_j
-
-    m, ell (..., q, 1): the running maximum and sum (l above); o (..., q, d_v): the running
-    output; scores (..., q, b), -inf where a key is masked; value (..., b, d_v). Start from
-    m = -inf, l = 0, o = 0; the attention output is o / l at the end. Returns (m', l', o'). A
-    row that has seen no allowed key yet is shifted by 0 instead of -inf, so it stays at l = 0,
-    o = 0 (never NaN).
-    """
-    m_new = torch.maximum(m, scores.amax(dim=-1, keepdim=True))
-    shift = m_new.masked_fill(m_new == -math.inf, 0.0)
-    p = torch.exp(scores - shift)  # (..., q, b)
-    correction = torch.exp(m - shift)  # rescales what was summed against the old maximum
-    return m_new, ell * correction + p.sum(dim=-1, keepdim=True), o * correction + p @ value
+from ..efficient import online_softmax_fold
+from .launch import worker_device
 
 
 def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, causal: bool = False,
                    block_size: int = 128, group=None) -> torch.Tensor:
-    """Exact attention over a sequence cut into P consecutive blocks, one per process (Liu et
-    al. 2023): softmax(Q K^T / sqrt(d_k)) V for this process's queries against every key.
+    """Exact attention over a sequence cut into P consecutive blocks of one length, one block per
+    process (Liu et al. 2023): softmax(Q K^T / sqrt(d_k)) V for this process's queries against
+    every key.
 
-    Process r holds block r of the queries, keys and values, (..., T/P, d_k). The key/value
+    Process r holds block r of the queries, keys and values, (..., T/P, d_k): every process's
+    block must have the same length (cut a sequence whose length P divides). The key/value
     blocks travel around the ring: at step i process r holds block (r - i) mod P, folds it into
     its running softmax (`online_softmax_fold`, `block_size` keys at a time) while it already
     sends that block on to process r + 1 and receives the next from r - 1. After P steps every
     process has seen every key. With `causal`, key position j may be read by query position i
     only if j <= i (positions counted over the whole sequence): blocks from later processes are
-    skipped, the diagonal block is masked. Returns this process's (..., T/P, d_v) output.
-    Forward only (the backward pass would send the blocks around again, with their gradients).
+    skipped, the diagonal block is masked. Returns this process's (..., T/P, d_v) output, on
+    the device of `query`.
+
+    Forward only: the received blocks carry no gradient back to the process that sent them, so
+    inputs that require gradients (training) are refused. The backward pass would send the
+    blocks around the ring again, with their gradients.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         check_tensor(name, t, floating=True)
@@ -54,14 +41,18 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
         raise ValueError(f"ring_attention is self-attention on one block per process: query, key and value must be "
                          f"(..., T/P, d) with the same leading shape and length, got {tuple(query.shape)}, "
                          f"{tuple(key.shape)}, {tuple(value.shape)}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value)):
+        raise RuntimeError("ring_attention has no backward pass (the key/value blocks received from the other "
+                           "processes carry no gradient back): call it under torch.no_grad(), or on inputs that "
+                           "do not require gradients")
     check_positive_int("block_size", block_size)
     rank, world_size = dist.get_rank(group), dist.get_world_size(group)
-    t = query.shape[-2]
+    t, kw = query.shape[-2], dict(dtype=query.dtype, device=query.device)
     q = query / math.sqrt(query.shape[-1])
-    m = torch.full((*query.shape[:-1], 1), -math.inf, dtype=query.dtype)
-    ell = torch.zeros_like(m)
-    o = torch.zeros(*query.shape[:-1], value.shape[-1], dtype=query.dtype)
-    q_pos = rank * t + torch.arange(t)[:, None]  # (T/P, 1): positions in the whole sequence
+    m = torch.full((*query.shape[:-1], 1), -math.inf, **kw)  # running maximum
+    ell = torch.zeros_like(m)  # running sum
+    o = torch.zeros(*query.shape[:-1], value.shape[-1], **kw)  # running output
+    q_pos = rank * t + torch.arange(t, device=query.device)[:, None]  # (T/P, 1): positions in the whole sequence
     k_blk, v_blk = key.contiguous(), value.contiguous()
     nxt, prv = (_global_rank(group, (rank + shift) % world_size) for shift in (1, -1))  # neighbours on the ring
     for step in range(world_size):
@@ -76,7 +67,7 @@ def ring_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
                 stop = min(start + block_size, t)
                 scores = q @ k_blk[..., start:stop, :].transpose(-2, -1)  # (..., T/P, block)
                 if causal and owner == rank:
-                    k_pos = owner * t + torch.arange(start, stop)
+                    k_pos = owner * t + torch.arange(start, stop, device=query.device)
                     scores = scores.masked_fill(k_pos > q_pos, -math.inf)
                 m, ell, o = online_softmax_fold(m, ell, o, scores, v_blk[..., start:stop, :])
         if step < world_size - 1:
@@ -90,22 +81,40 @@ def _global_rank(group, rank: int) -> int:
     return rank if group is None else dist.get_global_rank(group, rank)
 
 
+def sequence_block(x: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """Block `rank` of `world_size` equal blocks of x (..., T, d) along its length, (..., T/P, d):
+    what process `rank` holds of a whole sequence. T must be divisible by P (ring attention counts
+    positions as rank * T/P + i, so every block must have the same length)."""
+    check_tensor("x", x)
+    if x.dim() < 2 or x.shape[-2] % world_size:
+        raise ValueError(f"the sequence's length T={x.shape[-2] if x.dim() >= 2 else None} must be divisible by "
+                         f"the number of processes {world_size}: ring attention gives every process a block of "
+                         "the same length")
+    return x.unflatten(-2, (world_size, -1)).select(-3, rank)
+
+
 def ring_attention_worker(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                          memory_lengths=(), block_size: int = 128) -> dict:
-    """Cut the whole-sequence (..., T, d) query, key and value into one block per process and
-    run `ring_attention` on them, with and without the causal mask. Returns this process's
-    blocks of both outputs ("output", "causal_output"), and for each T in `memory_lengths` the
-    peak bytes of tensors this process creates while it runs causal ring attention on random
-    (1, 4, T, 16) float32 inputs ("peak_bytes", counted by `efficient.peak_tensor_memory`)."""
-    from ..efficient import peak_tensor_memory
+                          memory_lengths=(), block_size: int = 128, device: str | torch.device | None = None) -> dict:
+    """Cut the whole-sequence (..., T, d) query, key and value into one block per process (T must
+    be divisible by the number of processes P), move them to `device` (default the CPU; "cuda":
+    GPU `LOCAL_RANK`) and run `ring_attention` on them, with and without the causal mask.
+    Returns this process's blocks of both outputs ("output", "causal_output", on the CPU), and
+    for each T in `memory_lengths` (each divisible by P) the peak bytes of tensors this process
+    creates while it runs causal ring attention on random (1, 4, T, 16) float32 inputs
+    ("peak_bytes", counted by `memory.peak_tensor_memory`)."""
+    from ..memory import peak_tensor_memory
 
     rank, world_size = dist.get_rank(), dist.get_world_size()
-    mine = [t.chunk(world_size, dim=-2)[rank].contiguous() for t in (query, key, value)]
-    out = {"output": ring_attention(*mine, block_size=block_size),
-           "causal_output": ring_attention(*mine, causal=True, block_size=block_size), "peak_bytes": {}}
+    for T in memory_lengths:
+        if T % world_size:
+            raise ValueError(f"memory length {T} must be divisible by the number of processes {world_size}")
+    device = worker_device(device)
+    mine = [sequence_block(t, rank, world_size).contiguous().to(device) for t in (query, key, value)]
+    out = {"output": ring_attention(*mine, block_size=block_size).cpu(),
+           "causal_output": ring_attention(*mine, causal=True, block_size=block_size).cpu(), "peak_bytes": {}}
     for T in memory_lengths:
         gen = torch.Generator().manual_seed(T)
-        q, k, v = (torch.randn(1, 4, T // world_size, 16, generator=gen) for _ in range(3))
+        q, k, v = (torch.randn(1, 4, T // world_size, 16, generator=gen).to(device) for _ in range(3))
         with peak_tensor_memory() as mem:
             ring_attention(q, k, v, causal=True, block_size=block_size)
         out["peak_bytes"][T] = mem.peak

@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .._checks import check_positive_int
-from ..attention import MultiHeadAttention, fused_attention
+from .launch import worker_device
+from ..attention import MultiHeadAttention
 from ..layers import FeedForward
 
 #: All-reduces made by f and g since the last `count_all_reduces()` began, by pass.
@@ -142,57 +143,41 @@ class RowParallelLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
-class ParallelAttention(nn.Module):
+class ParallelAttention(MultiHeadAttention):
     """Multi-head attention with its heads split over the processes (Shoeybi et al. 2019,
-    section 3, Figure 3b).
+    section 3, Figure 3b): a `MultiHeadAttention` of h / P heads, whose projections are this
+    process's slices of the full layer's.
 
     Process r holds h / P heads: the matching columns of W^Q, W^K, W^V (column-parallel) and
     rows of W^O (row-parallel); with grouped-query attention, h_kv / P key/value heads, those
-    its query heads read. It computes its heads' attention on its own, and the one
-    all-reduce, inside W^O, adds the processes' parts of the output. Going back, f all-reduces
-    the gradient of each input once. Built from a `MultiHeadAttention`;
+    its query heads read. `MultiHeadAttention.forward` computes its heads' attention as for
+    any layer (rotary positions, the key/value cache and the fused kernel included), and the
+    one all-reduce, inside W^O, adds the processes' parts of the output. Going back, f
+    all-reduces the gradient of each distinct input once. Built from a `MultiHeadAttention`;
     same call and shapes: (query, key, value, mask) -> (B, T_q, d_model).
     """
 
-    def __init__(self, attn: nn.Module, rank: int | None = None, world_size: int | None = None, group=None):
-        super().__init__()
+    def __init__(self, attn: MultiHeadAttention, rank: int | None = None, world_size: int | None = None, group=None):
+        if not isinstance(attn, MultiHeadAttention):
+            raise TypeError(f"attn must be a MultiHeadAttention, got {type(attn).__name__}")
         rank, world_size = _rank_and_size(rank, world_size)
-        self.n_heads = _part(attn.n_heads, "n_heads", world_size)  # query heads on this process
-        self.n_kv_heads = _part(getattr(attn, "n_kv_heads", attn.n_heads), "n_kv_heads", world_size)
-        self.d_k, self.first_head, self.group = attn.d_k, rank * self.n_heads, group
-        self.rotary = getattr(attn, "rotary", None)  # turns each head alike: fine on a subset of heads
+        n_heads = _part(attn.n_heads, "n_heads", world_size)  # query heads on this process
+        n_kv_heads = _part(attn.n_kv_heads, "n_kv_heads", world_size)
+        with torch.device("meta"):  # shapes only: the projections are replaced by this process's slices below
+            super().__init__(attn.d_model, n_heads, attn.dropout.p, fused=attn.fused, attention_fn=attn.attention_fn,
+                             n_kv_heads=n_kv_heads, rotary=attn.rotary, d_k=attn.d_k)
         self.w_q, self.w_k, self.w_v = (ColumnParallelLinear(w, rank, world_size) for w in (attn.w_q, attn.w_k, attn.w_v))
         self.w_o = RowParallelLinear(attn.w_o, rank, world_size, group)
-        self.dropout_p = attn.dropout.p
-
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, n d_k) -> (B, n, T, d_k): this process's n heads."""
-        return x.unflatten(-1, (-1, self.d_k)).transpose(1, 2)
+        self.first_head, self.group = rank * n_heads, group
 
     def forward(self, query, key, value, mask=None, cache=None) -> torch.Tensor:
-        if cache is not None:
-            raise ValueError("cache: ParallelAttention keeps no key/value cache (it is for training); pass None")
         # f once per distinct input: self-attention reads one tensor three times, so one all-reduce back.
         x_q = copy_to_parallel(query, self.group)
-        x_k = x_q if _same(key, query) else copy_to_parallel(key, self.group)
-        x_v = x_q if _same(value, query) else x_k if _same(value, key) else copy_to_parallel(value, self.group)
-        q, k, v = self.split_heads(self.w_q(x_q)), self.split_heads(self.w_k(x_k)), self.split_heads(self.w_v(x_v))
-        if self.rotary is not None:
-            q, k = self.rotary(q, 0), self.rotary(k, 0)
-        group = self.n_heads // self.n_kv_heads  # grouped-query attention: query heads per key/value head
-        if group > 1:
-            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        x_k = x_q if key is query else copy_to_parallel(key, self.group)
+        x_v = x_q if value is query else x_k if value is key else copy_to_parallel(value, self.group)
         if mask is not None and mask.dim() == 4 and mask.shape[1] > 1:  # a mask per head: keep ours
             mask = mask[:, self.first_head:self.first_head + self.n_heads]
-        out = fused_attention(q, k, v, mask, self.dropout_p if self.training else 0.0)  # (B, h/P, T_q, d_k)
-        return self.w_o(out.transpose(1, 2).flatten(2))  # (B, T_q, d_model), summed over processes
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether a and b hold the same numbers in the same place (the same tensor, or an identical
-    view of it, as module hooks may hand a module)."""
-    return a is b or (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-                      and a.dtype == b.dtype)
+        return super().forward(x_q, x_k, x_v, mask, cache)  # (B, T_q, d_model), summed over processes
 
 
 class ParallelFeedForward(nn.Module):
@@ -232,11 +217,11 @@ def tensor_parallel(layer: nn.Module, rank: int | None = None, world_size: int |
     return out
 
 
-def shard_like(parallel: nn.Module, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """What the process of `parallel` (a `tensor_parallel` layer) holds of each full tensor in
+def shard_like(split: nn.Module, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """What the process of `split` (a `tensor_parallel` layer) holds of each full tensor in
     `full` (a layer's weights or gradients by parameter name): its slice of a split linear's
     weight and bias, the whole of everything else."""
-    splitters = {name: m.split for name, m in parallel.named_modules()
+    splitters = {name: m.split for name, m in split.named_modules()
                  if isinstance(m, (ColumnParallelLinear, RowParallelLinear))}
     out = {}
     for name, tensor in full.items():
@@ -245,9 +230,10 @@ def shard_like(parallel: nn.Module, full: dict[str, torch.Tensor]) -> dict[str, 
     return out
 
 
-def tensor_parallel_worker(layers: dict, inputs: dict) -> dict:
+def tensor_parallel_worker(layers: dict, inputs: dict, device: str | torch.device | None = None) -> dict:
     """Run each layer of `layers` (name -> `EncoderLayer` / `DecoderLayer`, in float64) split
-    over the processes with `tensor_parallel`, forward and backward.
+    over the processes with `tensor_parallel`, forward and backward, on `device` (default the
+    CPU; "cuda": GPU `LOCAL_RANK`); the results come back on the CPU.
 
     `inputs[name]` is the tuple of the layer's positional arguments (tensors; floating ones get
     gradients) followed by `grad_output`, the gradient the output is given: the backward pass
@@ -259,21 +245,23 @@ def tensor_parallel_worker(layers: dict, inputs: dict) -> dict:
     and `RowwiseParallel`, its output, input gradient and all-reduces (counted by PyTorch's
     `CommDebugMode`).
     """
+    device = worker_device(device)
     results = {}
     for name, layer in layers.items():
-        *args, grad_output = inputs[name]
+        *args, grad_output = (a.to(device) if torch.is_tensor(a) else a for a in inputs[name])
         args = [a.detach().clone().requires_grad_(a.is_floating_point()) if torch.is_tensor(a) else a for a in args]
-        parallel = tensor_parallel(layer)
+        split = tensor_parallel(layer.to(device))
         with count_all_reduces() as counts:
-            out = parallel(*args)
+            out = split(*args)
             out.backward(grad_output)
         results[name] = {
-            "output": out.detach(), "input_grads": [a.grad for a in args if torch.is_tensor(a) and a.is_floating_point()],
-            "grads": {n: p.grad for n, p in parallel.named_parameters()},
+            "output": out.detach().cpu(),
+            "input_grads": [a.grad.cpu() for a in args if torch.is_tensor(a) and a.is_floating_point()],
+            "grads": {n: p.grad.cpu() for n, p in split.named_parameters()},
             "forward_all_reduces": counts["forward"], "backward_all_reduces": counts["backward"],
         }
     first = next(iter(layers))
-    results["pytorch_ff"] = _pytorch_feed_forward(layers[first].ff, inputs[first][0])
+    results["pytorch_ff"] = _pytorch_feed_forward(layers[first].ff.to(device), inputs[first][0].to(device))
     return results
 
 
@@ -292,7 +280,7 @@ def _pytorch_feed_forward(ff: nn.Module, x: torch.Tensor) -> dict:
         parallelize_module,
     )
 
-    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    mesh = init_device_mesh(x.device.type, (dist.get_world_size(),))
     ff = parallelize_module(copy.deepcopy(ff), mesh, {"w_1": ColwiseParallel(), "w_2": RowwiseParallel()})
     x = x.detach().clone().requires_grad_()
     with CommDebugMode() as forward_comms:
@@ -301,5 +289,5 @@ def _pytorch_feed_forward(ff: nn.Module, x: torch.Tensor) -> dict:
         out.sum().backward()
     if hasattr(out, "wait"):  # an AsyncCollectiveTensor: the all-reduce's result, once it has arrived
         out = out.wait()
-    return {"output": out.detach(), "input_grad": x.grad, "forward_all_reduces": _count_all_reduces(forward_comms),
+    return {"output": out.detach().cpu(), "input_grad": x.grad.cpu(), "forward_all_reduces": _count_all_reduces(forward_comms),
             "backward_all_reduces": _count_all_reduces(backward_comms)}

@@ -93,7 +93,7 @@ def small_model(seed: int = 0, dropout: float = 0.0, vocab: int = VOCAB) -> Tran
     no dropout unless asked; in eval mode."""
     torch.manual_seed(seed)
     config = TransformerConfig(vocab, vocab, d_model=D_MODEL, n_heads=N_HEADS, d_ff=D_FF,
-                               n_layers=2, dropout=dropout, max_len=64, pad_id=PAD)
+                               n_layers=2, dropout=dropout, max_len=64)
     return Transformer(config).eval()
 
 

@@ -17,9 +17,12 @@ import torch.nn.functional as F
 
 from ...decoding import greedy_decode
 from ...masks import padding_mask
+from ...special_tokens import BOS_ID as BOS
+from ...special_tokens import EOS_ID as EOS
+from ...special_tokens import PAD_ID as PAD
 from ...training import Batch
 
-D_MODEL, N_HEADS, D_FF, VOCAB, PAD, BOS, EOS = 32, 4, 64, 20, 0, 1, 2
+D_MODEL, N_HEADS, D_FF, VOCAB = 32, 4, 64, 20
 #: The scales of the scores the attention checks try by default.
 SCALES = (1.0, 1e2, 1e4)
 
@@ -214,4 +217,4 @@ def library_shift(tgt):
 def library_greedy(model, src, max_len: int):
     """The library's greedy decoding (`decoding.greedy_decode`, which runs in eval mode and
     gives the model back in the mode it had); its tokens (B, <= max_len)."""
-    return greedy_decode(model, src, max_len, bos_id=BOS, eos_id=EOS, pad_id=PAD).tokens
+    return greedy_decode(model, src, max_len).tokens

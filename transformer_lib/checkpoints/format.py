@@ -1,5 +1,5 @@
-"""One checkpoint format for every model of the book: the recurrent `rnn.Seq2Seq` of Part I, the
-`Transformer` and the decoder-only `lm.CausalLM` alike.
+"""The checkpoint format: one for every model of the book, the recurrent `rnn.Seq2Seq` of Part I,
+the `Transformer` and the decoder-only `lm.CausalLM` alike.
 
 A file holds the model's kind (its class name), its config, its weights, both vocabularies and
 a record of how it was made (numbers, strings, lists and dicts). A language model reads and
@@ -21,23 +21,28 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .lm import CausalLM, CausalLMConfig
-from .model import Transformer, TransformerConfig
-from .rnn import Seq2Seq, Seq2SeqConfig
-from .runtime import book_device
-from .vocab import Vocab
+from ..lm import CausalLM, CausalLMConfig
+from ..model import Transformer, TransformerConfig
+from ..rnn import Seq2Seq, Seq2SeqConfig
+from ..runtime import book_device
+from ..special_tokens import PAD_ID
+from ..vocab import Vocab
 
-__all__ = ["CHECKPOINTS", "FORMAT", "save", "load"]
+__all__ = ["CHECKPOINTS", "FORMAT", "MODELS", "save", "load"]
 
-#: Where the book's small trained models live: inside the package, so that a notebook finds
-#: them wherever transformer_lib is installed (a clone, pip from git on Colab, Binder).
-CHECKPOINTS = Path(__file__).resolve().parent / "checkpoints"
+#: Where the book's small trained models live: this package's folder, inside the library, so
+#: that a notebook finds them wherever transformer_lib is installed (a clone, pip from git on
+#: Colab, Binder).
+CHECKPOINTS = Path(__file__).resolve().parent
 
 #: Written into every file; `load` refuses files without it (such as the old formats).
 FORMAT = "transformer_lib checkpoint v1"
-#: kind -> (model class, config class)
-KINDS = {"Transformer": (Transformer, TransformerConfig), "Seq2Seq": (Seq2Seq, Seq2SeqConfig),
-         "CausalLM": (CausalLM, CausalLMConfig)}
+#: The models a checkpoint can hold: kind (the class's name) -> (model class, config class).
+MODELS = {"Transformer": (Transformer, TransformerConfig), "Seq2Seq": (Seq2Seq, Seq2SeqConfig),
+          "CausalLM": (CausalLM, CausalLMConfig)}
+#: Config fields that older files hold and the library no longer has, with the only value it
+#: can load them with: the ids of the special tokens live in `special_tokens`, not in a config.
+_RETIRED = {"pad_id": PAD_ID}
 
 
 def _plain(value, where: str):
@@ -54,10 +59,10 @@ def _plain(value, where: str):
 
 
 def _kind(model: nn.Module) -> str:
-    for kind, (cls, _) in KINDS.items():
+    for kind, (cls, _) in MODELS.items():
         if type(model) is cls:
             return kind
-    raise TypeError(f"model: expected one of {sorted(KINDS)}, got {type(model).__name__}")
+    raise TypeError(f"model: expected one of {sorted(MODELS)}, got {type(model).__name__}")
 
 
 def save(path: str | Path, model: nn.Module, src_vocab: Vocab, tgt_vocab: Vocab, record: dict | None = None) -> None:
@@ -101,6 +106,18 @@ def _check_same(name: str, given: Vocab, stored: list[str], path) -> None:
                      f"{len(stored)}; the {longer} one adds {''.join(extra)!r}")
 
 
+def _current(config: dict, path) -> dict:
+    """A stored config without the fields the library has retired (`_RETIRED`), each checked
+    against the one value the library can load it with."""
+    config = dict(config)
+    for name, value in _RETIRED.items():
+        stored = config.pop(name, value)
+        if stored != value:
+            raise ValueError(f"{path}: the model was made with {name}={stored!r}; this library's models use "
+                             f"{value!r} (transformer_lib.special_tokens)")
+    return config
+
+
 def load(path: str | Path, src_vocab: Vocab | None = None, tgt_vocab: Vocab | None = None,
          map_location: str | torch.device | None = None):
     """Read a `save`d file -> (model in eval mode, src_vocab, tgt_vocab, record).
@@ -112,13 +129,13 @@ def load(path: str | Path, src_vocab: Vocab | None = None, tgt_vocab: Vocab | No
     blob = torch.load(path, map_location=map_location, weights_only=True)
     if not isinstance(blob, dict) or blob.get("format") != FORMAT:
         raise ValueError(f"{path}: not a {FORMAT!r} file (re-save it with transformer_lib.checkpoints.save)")
-    if blob["kind"] not in KINDS:
-        raise ValueError(f"{path}: unknown model kind {blob['kind']!r}, expected one of {sorted(KINDS)}")
+    if blob["kind"] not in MODELS:
+        raise ValueError(f"{path}: unknown model kind {blob['kind']!r}, expected one of {sorted(MODELS)}")
     for name, given in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab)):
         if given is not None:
             _check_same(name, given, blob[name.replace("vocab", "tokens")], path)
-    cls, config_cls = KINDS[blob["kind"]]
-    config = config_cls(**blob["config"])
+    cls, config_cls = MODELS[blob["kind"]]
+    config = config_cls(**_current(blob["config"], path))
     with torch.device(map_location):
         model = cls(config)
     model.load_state_dict(blob["state_dict"])

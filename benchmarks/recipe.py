@@ -345,6 +345,29 @@ def write_report(store: dict) -> None:
               " `scripts/train_transformer.py` made the shipped checkpoint with it; its claims over seeds and the"
               " three kernel sets of this machine are in the claims table below (`benchmarks/claims/ch11.json`).",
               ""]
+    claims = HERE / "claims" / "ch11.json"
+    if claims.exists():
+        data = json.loads(claims.read_text())
+        m = data["machine"]
+        lines += ["### Chapter 11's live run over seeds and kernel sets", "",
+                  f"Chapter 11 run top to bottom once per seed and kernel set (seeds and kernel sets below; this"
+                  f" machine's own kernels are {m['native_kernels']}, torch {m['torch']}, commit {m['commit']},"
+                  f" {m['date']}, load {m['load_before']}-{m['load_after']}), each value its live-run cell recorded"
+                  " (`benchmarks/claims/ch11.json`; command: `.venv/bin/python benchmarks/sweep_claims.py 11"
+                  " --seeds 0-4 --kernels default avx2 native`).", "",
+                  "| claim | bound | seed: value under default / avx2 / native |", "| --- | --- | --- |"]
+        by_claim: dict[str, dict] = {}
+        for r in data["records"]:
+            by_claim.setdefault(r["claim"], {"bound": (r["at_least"], r["at_most"]), "v": {}})
+            by_claim[r["claim"]]["v"][(r["seed"], r["kernels"])] = r["value"]
+        for name, c in by_claim.items():
+            lo, hi = c["bound"]
+            bound = " and ".join(f"{w} {b:g}" for w, b in (("≥", lo), ("≤", hi)) if b is not None)
+            seeds_ = sorted({s_ for s_, _ in c["v"]})
+            cells = "; ".join(f"{s_}: " + " / ".join(f"{c['v'].get((s_, k), float('nan')):g}"
+                                                   for k in ("default", "avx2", "native")) for s_ in seeds_)
+            lines.append(f"| {name} | {bound} | {cells} |")
+        lines += [""]
     steps = store.get("step_time") or []
     if steps:
         lines += ["### One training step, shuffled and grouped batches", "",

@@ -172,7 +172,7 @@ def test_factor_for_peak_puts_the_peak_of_equation_3_where_asked():
 def test_recipe_config_follows_the_shared_recipe():
     cfg = recipe_config(max_steps=7)
     assert cfg.max_steps == 7 and cfg.warmup == DATE_RECIPE["warmup"] and cfg.peak_lr == DATE_RECIPE["peak_lr"]
-    assert cfg.target_accuracy == DATE_RECIPE["target"] and cfg.eval_every == DATE_RECIPE["eval_every"]
+    assert cfg.target_accuracy is None and cfg.eval_every == DATE_RECIPE["eval_every"]  # the hook stops it
 
 
 @pytest.mark.parametrize("d_model", [DATE_MODEL["d_model"], 128, 256])
@@ -255,13 +255,14 @@ def test_train_script_writes_to_scratch_unless_told_to_update_the_shipped_checkp
         script.main(["--out", "x.pt", "--update-shipped"])
 
 
-def test_train_script_fails_and_keeps_the_old_file_when_no_checkpoint_was_saved(tmp_path, capsys):
+def test_train_script_fails_and_keeps_the_old_file_when_the_run_reaches_the_cap(tmp_path, capsys):
     script = _script()
     out = tmp_path / "dates.pt"
     out.write_bytes(b"an older checkpoint")
-    # one step, then one evaluation of an untrained model: 0% exact match, so nothing is saved
+    # one step, then one evaluation of an untrained model: far from the stopping rule, so the
+    # run ends at its cap and nothing is written
     assert script.main(["--max-steps", "1", "--out", str(out), "--threads", "1"]) == 1
-    assert "no checkpoint was saved" in capsys.readouterr().err
+    assert "reached the cap of 1 steps before the stopping rule" in capsys.readouterr().err
     assert out.read_bytes() == b"an older checkpoint" and not out.with_suffix(".json").exists()
 
 

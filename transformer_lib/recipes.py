@@ -8,13 +8,16 @@ from .training import TrainConfig
 __all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_config"]
 
 #: The date model and the recipe it is trained with: chapter 11 runs it live and
-#: scripts/train_transformer.py makes the shipped checkpoint with it. benchmarks/recipe.py is
-#: the study that chose it (benchmarks/RESULTS.md): check greedy exact match (`training.evaluate`)
-#: on `eval_size` validation dates spread over the calendar (`evenly_spaced`) every `eval_every` steps, stop
-#: at `target` or at `max_steps`.
+#: scripts/train_transformer.py makes the shipped checkpoint with it, both through `training.train`
+#: with the hook `training.AverageAndStop`. benchmarks/recipe.py is the study that chose it
+#: (benchmarks/RESULTS.md): every `eval_every` steps a snapshot of the weights; the average of
+#: the last `average` snapshots is scored (greedy exact match, `training.evaluate`) on `eval_size`
+#: validation dates spread over the calendar (`evenly_spaced`); when it reaches `target`, the
+#: other validation dates must reach `confirm`, and the run stops, with the averaged weights; else
+#: it ends at `max_steps`.
 DATE_MODEL = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, dropout=0.0, max_len=128)
 DATE_RECIPE = dict(batch_size=64, peak_lr=3e-3, warmup=300, label_smoothing=0.1, clip_norm=1.0,
-                   eval_every=100, eval_size=1000, target=0.996, max_steps=3000)
+                   eval_every=100, eval_size=1000, average=5, target=0.996, confirm=0.995, max_steps=2000)
 
 
 def evenly_spaced(items: list, n: int) -> list:
@@ -31,11 +34,13 @@ def recipe_config(recipe: dict | None = None, **overrides) -> TrainConfig:
     """The `TrainConfig` of a recipe such as `DATE_RECIPE` (by default); keyword arguments
     override TrainConfig fields. The recipe's `peak_lr` stays the peak of equation (3)
     whatever the model's width and whatever `warmup` is overridden to: `train` derives the
-    factor from the model it trains (`schedules.factor_for_peak`)."""
+    factor from the model it trains (`schedules.factor_for_peak`). The recipe's stopping rule
+    judges averaged weights, so it is not `target_accuracy` (which would stop on the raw
+    weights) but the hook `training.AverageAndStop`."""
     r = {**DATE_RECIPE, **(recipe or {})}
     kw = dict(max_steps=r["max_steps"], warmup=r["warmup"], peak_lr=r["peak_lr"],
               label_smoothing=r["label_smoothing"], clip_norm=r["clip_norm"], eval_every=r["eval_every"],
-              target_accuracy=r["target"], progress=False)
+              progress=False)
     return TrainConfig(**{**kw, **overrides})
 
 

@@ -17,8 +17,9 @@ Every `TrainConfig` field is checked when the config is made, and the config is 
 changed copy with `dataclasses.replace`)."""
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Callable, Iterable
@@ -309,3 +310,100 @@ def _progress(cfg: TrainConfig):
     from tqdm.auto import tqdm
 
     return tqdm(total=cfg.max_steps, desc="training", unit="step")
+
+
+def average_weights(snapshots: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """Checkpoint averaging: the element-wise mean of several snapshots of one model's weights
+    (`state_dict()`s taken at different steps of one run). The paper's base models average the
+    last 5 checkpoints, written at 10-minute intervals (section 6.1): late in training the
+    weights wander around a good region, and their mean sits nearer its middle than any one of
+    them. Floating-point tensors are averaged (in their own dtype); any other tensor (an integer
+    buffer) is taken from the last snapshot. Returns a new state dict; the snapshots are not
+    changed."""
+    if isinstance(snapshots, Mapping) or not isinstance(snapshots, Sequence) or len(snapshots) == 0:
+        raise ValueError("snapshots: expected a non-empty list of state dicts (model.state_dict() at several steps), "
+                         f"got {type(snapshots).__name__}")
+    for i, snap in enumerate(snapshots):
+        if not isinstance(snap, Mapping):
+            raise TypeError(f"snapshots[{i}]: expected a state dict, got {type(snap).__name__}")
+    keys = list(snapshots[-1].keys())
+    for i, snap in enumerate(snapshots):
+        if list(snap.keys()) != keys:
+            raise ValueError(f"snapshots[{i}] holds other weights than the last snapshot (keys differ): "
+                             "average snapshots of one model only")
+        for key in keys:
+            if snap[key].shape != snapshots[-1][key].shape:
+                raise ValueError(f"snapshots[{i}][{key!r}] has shape {tuple(snap[key].shape)}, the last snapshot "
+                                 f"{tuple(snapshots[-1][key].shape)}: average snapshots of one model only")
+    out = {}
+    for key in keys:
+        last = snapshots[-1][key]
+        if last.is_floating_point():
+            out[key] = torch.stack([snap[key].to(last.device) for snap in snapshots]).mean(0)
+        else:
+            out[key] = last.clone()
+    return out
+
+
+class AverageAndStop:
+    """An `on_eval` hook for `train`: checkpoint averaging, and a stopping rule that judges the
+    averaged weights (the recipe of chapter 11 and of the shipped date model).
+
+    At every evaluation it takes a snapshot of the model's weights, keeps the last `keep` of
+    them, and counts the exact match (`evaluate`) of their average (`average_weights`) on the
+    `quick` batches. When that reaches `target`, it confirms on the `confirm` batches (other
+    dates than the quick check's, so that a lucky quick check cannot confirm itself) and, if
+    they reach `confirm_target` as well, returns True, which stops `train`. `log` keeps, per
+    evaluation, the step, the raw weights' accuracy that `train` measured, the average's, and
+    the confirmation (None where none ran); `report`, if given, is called with one line of text
+    per evaluation (`print` shows the run as it goes). After training, `load_average(model)`
+    puts the average that stopped the run (or the last one, if the step cap came first) into
+    the model."""
+
+    def __init__(self, model: nn.Module, quick: Iterable, confirm: Iterable, target: float, confirm_target: float,
+                 keep: int = 5, report: Callable[[str], None] | None = None):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        check_positive_int("keep", keep)
+        for name, value in (("target", target), ("confirm_target", confirm_target)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ValueError(f"{name} must be an accuracy in (0, 1], got {value!r}")
+        if report is not None and not callable(report):
+            raise TypeError(f"report must be a function (such as print) or None, got {type(report).__name__}")
+        self.model, self.keep, self.report = model, keep, report
+        self.quick, self.confirm = list(quick), list(confirm)
+        self.target, self.confirm_target = target, confirm_target
+        self.snapshots: list[dict[str, torch.Tensor]] = []
+        self.average: dict[str, torch.Tensor] | None = None
+        self.log: dict[str, list] = {"step": [], "raw": [], "averaged": [], "confirmed": []}
+        self.stopped_at: int | None = None
+        self._shadow = None
+
+    def __call__(self, step: int, accuracy: float) -> bool:
+        self.snapshots.append({k: t.detach().clone() for k, t in self.model.state_dict().items()})
+        del self.snapshots[: -self.keep]
+        self.average = average_weights(self.snapshots)
+        if self._shadow is None:
+            self._shadow = copy.deepcopy(self.model)
+        self._shadow.load_state_dict(self.average)
+        averaged, _ = evaluate(self._shadow, self.quick, TrainConfig(progress=False))
+        confirmed = None
+        if averaged >= self.target:
+            confirmed, _ = evaluate(self._shadow, self.confirm, TrainConfig(progress=False))
+        for key, value in zip(self.log, (step, accuracy, averaged, confirmed)):
+            self.log[key].append(value)
+        if confirmed is not None and confirmed >= self.confirm_target:
+            self.stopped_at = step
+        if self.report is not None:
+            line = f"step {step:5,}: quick check {accuracy:.3f} raw, {averaged:.3f} averaged"
+            if confirmed is not None:
+                line += f"; confirmation {confirmed:.4f}" + (", stop" if self.stopped_at else ", go on")
+            self.report(line)
+        return self.stopped_at is not None
+
+    def load_average(self, model: nn.Module) -> nn.Module:
+        """Load the last average (the one that stopped the run, if one did) into `model`."""
+        if self.average is None:
+            raise ValueError("no evaluation has run yet, so there is no average to load: train with val_batches")
+        model.load_state_dict(self.average)
+        return model

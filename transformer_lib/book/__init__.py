@@ -17,15 +17,16 @@ imports this package.
 - `claims`: `claim`, a measured value held against the bound the prose rests on (run-dependent
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
 - `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
+- `training_figures`: chapter 11's figures (the training loop, the stopping rule, the live run)
 """
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
 from . import (bughunt, claims, costs, diagrams, exercises, geometry, norm_study, parallel_layouts,  # noqa: E402
-               shapes, viz)
+               shapes, training_figures, viz)
 
 __all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "costs", "diagrams",
-           "exercises", "geometry", "norm_study", "parallel_layouts", "shapes", "viz"]
+           "exercises", "geometry", "norm_study", "parallel_layouts", "shapes", "training_figures", "viz"]
 
 
 def __getattr__(name: str):

@@ -22,7 +22,7 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
-.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
+.PHONY: help env lock book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
@@ -32,7 +32,8 @@ help:
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
 	@echo "make test-notebooks-gpu  the notebook check with TL_DEVICE=$(GPU) (needs that device; NB=... for some)"
-	@echo "make test-torch-versions  the unit tests under the oldest torch pyproject.toml allows and the newest"
+	@echo "make test-torch-versions  the unit tests under each locked torch (locks/unit-torch-*.txt)"
+	@echo "make lock          rewrite requirements.lock and the other locks from the top-level pins"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
@@ -47,12 +48,31 @@ help:
 TORCH ?=
 PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pytorch.org/whl/cpu)
 
-# The environment: pinned requirements plus transformer_lib itself, editable.
+# The environment, exactly as locked (scripts/lock.py says how the locks are made):
+#   1. requirements.lock: every package but torch, pinned with hashes (pip checks them);
+#   2. anything installed earlier that the lock no longer lists is removed;
+#   3. torch, at requirements.txt's pin (see TORCH above for which build);
+#   4. transformer_lib itself, editable; then `pip check`.
+# tests/lint/test_lock.py checks that what is installed is the lock.
+TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
+PIP := $(PY) -m pip --disable-pip-version-check
 env: $(ENV_STAMP)
-$(ENV_STAMP): requirements.txt pyproject.toml
+$(ENV_STAMP): requirements.lock requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --quiet $(PIP_TORCH) -r requirements.txt -e .
+	$(PIP) install --quiet --require-hashes --no-deps -r requirements.lock
+	@extra="$$($(PY) scripts/lock.py extras)"; \
+	if [ -n "$$extra" ]; then echo "removing packages the lock does not list:" $$extra; \
+		$(PIP) uninstall --quiet --yes $$extra; fi
+	$(PIP) install --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
+	$(PIP) install --quiet --no-deps -e .
+	$(PIP) check
 	@touch $@
+
+# Rewrite every lock from the top-level pins (requirements.txt, binder/requirements.in, the
+# torch floor in pyproject.toml) with uv, which requirements.txt pins; then `make env`.
+# The newest torch on the package index is looked up now, and its unit-test lock written.
+lock: $(ENV_STAMP)
+	$(PY) scripts/lock.py
 
 # The site's own copy of MathJax, require.js and the widgets' HTML manager (no CDN).
 vendor: $(VENDOR_STAMP)

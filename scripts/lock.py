@@ -3,6 +3,7 @@
     python scripts/lock.py              # `make lock`: write every lock from the top-level pins
     python scripts/lock.py extras       # packages in this interpreter's environment that its
                                         # lock does not list (`make env` removes them)
+    python scripts/lock.py floor        # the oldest torch pyproject.toml allows (X.Y.Z)
 
 Top-level pins (edited by hand)      lock (written here, never by hand)
 -------------------------------      -----------------------------------------------------------
@@ -87,12 +88,19 @@ def marked_pins(text: str) -> list[tuple[str, str, str | None]]:
     return found
 
 
-def pins_here(text: str) -> dict[str, str]:
-    """The pins of a universal lock that apply to this interpreter and platform."""
-    from packaging.markers import Marker
+#: Binder's platform, and this project's machines': Linux on x86_64, CPython 3.11.
+LINUX_311 = {"python_version": "3.11", "python_full_version": "3.11.7", "sys_platform": "linux",
+             "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+             "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def pins_here(text: str, environment: dict | None = None) -> dict[str, str]:
+    """The pins of a universal lock that apply to this interpreter and platform (or to
+    `environment`, a dict of marker variables)."""
+    from packaging.markers import Marker  # in the lock
 
     return {name: version for name, version, marker in marked_pins(text)
-            if marker is None or Marker(marker).evaluate()}
+            if marker is None or Marker(marker).evaluate(environment)}
 
 
 def torch_pin() -> str:
@@ -228,6 +236,9 @@ def environment_difference(lock: Path = LOCK) -> tuple[dict, dict, dict]:
 
 
 def main(argv: list[str]) -> int:
+    if argv == ["floor"]:
+        print(torch_floor())
+        return 0
     if argv == ["extras"]:
         extra, _, _ = environment_difference()
         print("\n".join(sorted(extra)))

@@ -22,7 +22,7 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
-.PHONY: help env book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
+.PHONY: help env lock book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
 
 help:
 	@echo "make book          build the website into _build/html (warnings are errors)"
@@ -32,7 +32,8 @@ help:
 	@echo "make test-notebooks  every chapter re-run and compared (NB=... for some)"
 	@echo "make test-kernels  the notebook check under each of PyTorch's kernel sets: $(KERNELS)"
 	@echo "make test-notebooks-gpu  the notebook check with TL_DEVICE=$(GPU) (needs that device; NB=... for some)"
-	@echo "make test-torch-versions  the unit tests under the oldest torch pyproject.toml allows and the newest"
+	@echo "make test-torch-versions  the unit tests under each locked torch (locks/unit-torch-*.txt)"
+	@echo "make lock          rewrite requirements.lock and the other locks from the top-level pins"
 	@echo "make notebooks     re-execute chapters in place (NB=\"chapters/04_*.ipynb\" for some)"
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
@@ -47,12 +48,31 @@ help:
 TORCH ?=
 PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pytorch.org/whl/cpu)
 
-# The environment: pinned requirements plus transformer_lib itself, editable.
+# The environment, exactly as locked (scripts/lock.py says how the locks are made):
+#   1. requirements.lock: every package but torch, pinned with hashes (pip checks them);
+#   2. anything installed earlier that the lock no longer lists is removed;
+#   3. torch, at requirements.txt's pin (see TORCH above for which build);
+#   4. transformer_lib itself, editable; then `pip check`.
+# tests/lint/test_lock.py checks that what is installed is the lock.
+TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
+PIP := $(PY) -m pip --disable-pip-version-check
 env: $(ENV_STAMP)
-$(ENV_STAMP): requirements.txt pyproject.toml
+$(ENV_STAMP): requirements.lock requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --quiet $(PIP_TORCH) -r requirements.txt -e .
+	$(PIP) install --quiet --require-hashes --no-deps -r requirements.lock
+	@extra="$$($(PY) scripts/lock.py extras)"; \
+	if [ -n "$$extra" ]; then echo "removing packages the lock does not list:" $$extra; \
+		$(PIP) uninstall --quiet --yes $$extra; fi
+	$(PIP) install --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
+	$(PIP) install --quiet --no-deps -e .
+	$(PIP) check
 	@touch $@
+
+# Rewrite every lock from the top-level pins (requirements.txt, binder/requirements.in, the
+# torch floor in pyproject.toml) with uv, which requirements.txt pins; then `make env`.
+# The newest torch on the package index is looked up now, and its unit-test lock written.
+lock: $(ENV_STAMP)
+	$(PY) scripts/lock.py
 
 # The site's own copy of MathJax, require.js and the widgets' HTML manager (no CDN).
 vendor: $(VENDOR_STAMP)
@@ -110,64 +130,54 @@ test-notebooks-gpu: $(ENV_STAMP)
 	TL_DEVICE=$(GPU) $(PY) -c "import transformer_lib as tl; print('device:', tl.runtime.resolve_device())"
 	TL_DEVICE=$(GPU) $(NBVAL) $(or $(NB),chapters)
 
-# The unit tests (not the notebooks) under other PyTorch releases than the pin: the oldest that
-# pyproject.toml allows (its `torch>=X` bound) and the newest release the package index serves
-# (looked up with `pip index versions torch` at each run). Each gets its own virtual environment
-# under TORCH_ENVS with that torch and the unit tests' pinned requirements (requirements.txt less
-# torch and the site, browser and JupyterLab tools); transformer_lib comes from this checkout
-# (PYTHONPATH). An environment is kept between runs, keyed by the torch version, and rebuilt
-# only when it is incomplete or requirements.txt changes; one unused for 30 days is removed.
-# PyPI's Linux torch is the CUDA build, and `import torch` needs its NVIDIA libraries even on
-# the CPU: about 5.5 GB and 2 minutes per new environment here, nothing on a reused one.
-# `PIP_CONSTRAINT=/dev/null` lifts a machine-wide cap on torch (see /etc/xdg/pip) for these installs
-# (an empty PIP_CONSTRAINT does not: pip ignores an empty variable).
+# The unit tests (not the notebooks) under other PyTorch releases than the pin, each in its own
+# locked environment (locks/unit-torch-X.txt, written by `make lock`): the oldest release that
+# pyproject.toml allows (chapters 1-16), the oldest for chapter 17's parallel code
+# (transformer_lib.parallel, 2.10.0) and the newest release when the locks were last made.
+# Below 2.10 the parallel tests (tests/test_parallel.py) are left out: that code needs 2.10.
+# Each environment is the lock (with hashes) plus that torch, with transformer_lib from this
+# checkout (PYTHONPATH); it is kept under TORCH_ENVS between runs, rebuilt when its lock
+# changes, and removed after 30 days unused. PyPI's Linux torch is the CUDA build, and `import
+# torch` needs its NVIDIA libraries even on the CPU: about 6-7 GB and several minutes to
+# download per new environment, nothing on a reused one.
+# `PIP_CONSTRAINT=/dev/null` lifts a machine-wide cap on torch (see /etc/xdg/pip) for these
+# installs (an empty PIP_CONSTRAINT does not: pip ignores an empty variable).
 # Every version runs; the target fails at the end if any failed.
-# `make test-torch-versions TORCH_VERSIONS="2.8.0 newest"` picks others.
+# `make test-torch-versions TORCH_VERSIONS="2.10.0"` runs some (each must have a lock).
 TORCH_ENVS ?= $(HOME)/.cache/transformer-book/torch-envs
-TORCH_OLDEST := $(shell sed -n 's/.*"torch>=\([0-9][0-9.]*\)".*/\1/p' pyproject.toml)
-TORCH_VERSIONS ?= oldest newest
-UNIT_SKIP := torch|jupyter-book|sphinx|sphinx-book-theme|myst-nb|myst-parser|linkify-it-py|playwright|jupyterlab
+TORCH_PARALLEL := 2.10.0
+TORCH_VERSIONS ?= $(patsubst locks/unit-torch-%.txt,%,$(wildcard locks/unit-torch-*.txt))
 
 test-torch-versions:
-	@test -n "$(TORCH_OLDEST)" || { echo "error: no torch>=X bound found in pyproject.toml" >&2; exit 1; }
 	@mkdir -p "$(TORCH_ENVS)"
 	@find "$(TORCH_ENVS)" -mindepth 1 -maxdepth 1 -name 'torch-*' -mtime +30 -exec rm -rf {} +
-	@reqs="$$(grep -E '^[A-Za-z0-9._-]+==' requirements.txt | grep -vE '^($(UNIT_SKIP))==')"; \
-	reqs_hash="$$(printf '%s\n' "$$reqs" | sha256sum | cut -c1-16)"; \
-	failed=""; \
-	for want in $(TORCH_VERSIONS); do \
-		case "$$want" in \
-			oldest) v="$(TORCH_OLDEST)";; \
-			newest) v="$$(PIP_CONSTRAINT=/dev/null $(PYTHON) -m pip index versions torch 2>/dev/null \
-				| sed -n 's/^torch (\([^)+]*\).*/\1/p')";; \
-			*) v="$$want";; \
-		esac; \
-		if [ -z "$$v" ]; then echo "error: could not find the newest torch on the package index" >&2; \
-			failed="$$failed $$want"; continue; fi; \
-		case "$$v" in *.*.*) ;; *) v="$$v.0";; esac; \
+	@failed=""; \
+	for v in $(TORCH_VERSIONS); do \
+		lockfile="locks/unit-torch-$$v.txt"; \
+		if [ ! -f "$$lockfile" ]; then echo "error: no $$lockfile (make lock writes the locks)" >&2; \
+			failed="$$failed $$v"; continue; fi; \
 		env="$(TORCH_ENVS)/torch-$$v"; \
-		echo "=== unit tests with torch $$v ($$want), environment $$env ==="; \
-		if [ "$$(cat "$$env/.ready" 2> /dev/null)" != "$$v $$reqs_hash" ]; then \
+		lock_hash="$$(sha256sum "$$lockfile" | cut -c1-16)"; \
+		echo "=== unit tests with torch $$v, environment $$env ==="; \
+		if [ "$$(cat "$$env/.ready" 2> /dev/null)" != "$$v $$lock_hash" ]; then \
 			start=$$(date +%s); \
-			if [ ! -f "$$env/.torch-installed" ]; then \
-				rm -rf "$$env" && $(PYTHON) -m venv "$$env" \
-				&& PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir \
-					--quiet "torch==$$v" \
-				&& touch "$$env/.torch-installed" \
-				|| { echo "error: could not install torch $$v" >&2; failed="$$failed $$v"; continue; }; \
-			fi; \
-			printf '%s\n' "$$reqs" > "$$env/requirements-unit.txt"; \
-			PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir --quiet \
-				-r "$$env/requirements-unit.txt" \
-				|| { echo "error: could not install the unit tests' requirements" >&2; failed="$$failed $$v"; continue; }; \
-			echo "$$v $$reqs_hash" > "$$env/.ready"; \
+			rm -rf "$$env" && $(PYTHON) -m venv "$$env" \
+			&& "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir --quiet \
+				--require-hashes --no-deps -r "$$lockfile" \
+			&& PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check \
+				--no-cache-dir --quiet "torch==$$v" \
+			&& "$$env/bin/pip" check --disable-pip-version-check \
+			|| { echo "error: could not make the environment for torch $$v" >&2; failed="$$failed $$v"; continue; }; \
+			echo "$$v $$lock_hash" > "$$env/.ready"; \
 			echo "environment ready in $$(( $$(date +%s) - start )) s, $$(du -sh "$$env" | cut -f1)"; \
 		fi; \
 		touch "$$env/.ready" "$$env"; \
 		got="$$("$$env/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])')"; \
 		if [ "$$got" != "$$v" ]; then echo "error: $$env holds torch $$got, not $$v" >&2; \
 			failed="$$failed $$v"; continue; fi; \
-		PYTHONPATH="$(CURDIR)" "$$env/bin/python" -m pytest tests --ignore=tests/lint -q \
+		skip=""; if [ "$$(printf '%s\n' "$$v" "$(TORCH_PARALLEL)" | sort -V | head -1)" != "$(TORCH_PARALLEL)" ]; then \
+			skip="--ignore=tests/test_parallel.py"; echo "(torch $$v < $(TORCH_PARALLEL): chapter 17's parallel tests left out)"; fi; \
+		PYTHONPATH="$(CURDIR)" "$$env/bin/python" -m pytest tests --ignore=tests/lint -q $$skip \
 			|| failed="$$failed $$v"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "unit tests failed under torch:$$failed" >&2; exit 1; fi

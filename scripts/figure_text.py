@@ -250,11 +250,14 @@ def check_figure(source: str, where: str, column_px: float = COLUMN_PX, min_px: 
 
 
 def notebook_figures(path: Path) -> list[tuple[str, str]]:
-    """(where, SVG source) for every SVG in a notebook's outputs, where = "cell N (id ...),
-    figure k"."""
+    """(where, SVG source) for every SVG in a notebook's outputs, where = "cell N (code cell
+    M, id ...), figure k": N counts every cell, M only code cells, from 0 (the site's browser
+    tests count code cells)."""
     nb = json.loads(path.read_text())
     found = []
+    code = -1
     for i, cell in enumerate(nb["cells"]):
+        code += cell["cell_type"] == "code"
         k = 0
         for output in cell.get("outputs", []):
             svg = output.get("data", {}).get("image/svg+xml")
@@ -262,7 +265,8 @@ def notebook_figures(path: Path) -> list[tuple[str, str]]:
                 continue
             k += 1
             source = "".join(svg) if isinstance(svg, list) else svg
-            found.append((f"{path.name}: cell {i} (id {cell.get('id', '?')}), figure {k}",
+            found.append((f"{path.name}: cell {i} (code cell {code}, id {cell.get('id', '?')}), "
+                          f"figure {k}",
                           source))
     return found
 

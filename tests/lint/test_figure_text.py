@@ -96,11 +96,12 @@ def test_notebook_figures_and_exit_status(tmp_path, capsys):
     path = tmp_path / "nb.ipynb"
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                 "nbformat_minor": 5}))
-    assert [w for w, _ in ft.notebook_figures(path)] == ["nb.ipynb: cell 0 (id c1), figure 1",
-                                                         "nb.ipynb: cell 1 (id c1), figure 1"]
+    assert [w for w, _ in ft.notebook_figures(path)] == [
+        "nb.ipynb: cell 0 (code cell 0, id c1), figure 1",
+        "nb.ipynb: cell 1 (code cell 1, id c1), figure 1"]
     assert ft.main([str(path)]) == 1
     out = capsys.readouterr().out
-    assert "cell 1 (id c1)" in out and "'tiny'" in out and "cell 0" not in out
+    assert "cell 1 (code cell 1, id c1)" in out and "'tiny'" in out and "cell 0" not in out
     path.write_text(json.dumps({"cells": cells[:1], "metadata": {}, "nbformat": 4,
                                 "nbformat_minor": 5}))
     assert ft.main([str(path)]) == 0

@@ -118,7 +118,7 @@ class DateEncoder(nn.Module):
 
     def forward(self, src):
         m = self.model
-        src_mask = (src != m.config.pad_id)[:, None, None, :]  # masks.padding_mask
+        src_mask = (src != eb.PAD_ID)[:, None, None, :]  # masks.padding_mask
         with record_attention(m.encoder) as weights:
             memory = m.encoder(m.src_embed(src), src_mask)
         return (memory, *weights.values())
@@ -134,7 +134,7 @@ class DateDecoderStep(nn.Module):
 
     def forward(self, tgt, memory, src):
         m = self.model
-        pad = m.config.pad_id
+        pad = eb.PAD_ID
         src_mask = (src != pad)[:, None, None, :]
         t = tgt.shape[1]
         causal = torch.ones(t, t, dtype=torch.bool, device=tgt.device).tril()  # masks.causal_mask
@@ -239,7 +239,7 @@ def export_dates() -> dict:
         "inputs": {"encoder": ["src"], "decoder_step": ["tgt", "memory", "src"]},
         "outputs": {"encoder": enc_out, "decoder_step": step_out},
         "src_tokens": src_vocab.tokens, "tgt_tokens": tgt_vocab.tokens,
-        "pad_id": c.pad_id, "bos_id": eb.BOS_ID, "eos_id": eb.EOS_ID,
+        "pad_id": eb.PAD_ID, "bos_id": eb.BOS_ID, "eos_id": eb.EOS_ID,
         "n_layers": c.n_layers, "n_heads": c.n_heads, "max_len": c.max_len,
         "max_chars": DATE_MAX_CHARS, "max_out": MAX_OUT,
         "placeholder": "type a date, e.g. 14 juillet 1989",

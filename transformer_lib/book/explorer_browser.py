@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from ..special_tokens import BOS_ID, EOS_ID, PAD_ID
+
 __all__ = ["MODELS_DIR", "MODELS", "PAD_ID", "BOS_ID", "EOS_ID", "sha256", "manifest", "stale", "sessions",
            "check_text", "greedy_dates", "greedy_lm"]
 
@@ -45,7 +47,6 @@ __all__ = ["MODELS_DIR", "MODELS", "PAD_ID", "BOS_ID", "EOS_ID", "sha256", "mani
 MODELS_DIR = Path(__file__).resolve().parent / "browser_models"
 #: The exported models, by name.
 MODELS = ("transformer_dates", "char_lm")
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
 
 
 def sha256(path: Path) -> str:

@@ -3,7 +3,6 @@ counting, and the lazy import of the memory counter (the online-softmax exercise
 in tests/book/test_exercises_ch13.py)."""
 import ast
 import importlib
-import math
 import re
 import subprocess
 import sys

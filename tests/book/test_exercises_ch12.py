@@ -87,7 +87,8 @@ def test_the_scripted_model_sets_the_traps_and_the_library_agrees_with_the_refer
     trained, _, _, _ = tl.checkpoints.load(tl.CHECKPOINTS / "transformer_dates.pt")
     dates = tl.vocab.collate(tl.data.make_date_splits(seed=0).test[:32], *tl.data.date_vocabs())[0]
     for max_len in (12, 5):
-        assert torch.equal(ch12.greedy_decode(trained, dates, max_len), tl.greedy_decode(trained, dates, max_len).tokens)
+        assert torch.equal(ch12.greedy_decode(trained, dates, max_len),
+                           tl.greedy_decode(trained, dates, max_len).tokens)
 
 
 def with_library(log_prob, length):

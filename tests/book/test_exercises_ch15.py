@@ -47,7 +47,8 @@ def mask_tensor_verdict(attention_fn):
     """Right, returning a 0-dim boolean tensor."""
     query = torch.full((1, 1, 4, 8), 100.0)
     value = torch.randn(1, 1, 4, 8)
-    out = lambda v: attention_fn(query, -query, v, tl.causal_mask(4))[0][..., 0, :]
+    def out(v):
+        return attention_fn(query, -query, v, tl.causal_mask(4))[0][..., 0, :]
     return (out(value) - out(value + torch.arange(4.0)[:, None])).abs().max() < 1e-6
 
 

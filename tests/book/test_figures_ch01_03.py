@@ -22,7 +22,8 @@ def test_the_bidirectional_encoder_has_two_rows_and_the_summary_comes_from_both_
     assert "backward" not in texts(one_way) and "c" in texts(one_way)
     # the drawing with c has more arrows than the one-way one: the backward row's links and
     # the line from its first state to c
-    arrows = lambda a: sum(1 for t in a.texts if t.get_text() == "" and t.arrow_patch)
+    def arrows(a):
+        return sum(1 for t in a.texts if t.get_text() == "" and t.arrow_patch)
     assert arrows(ax) > arrows(one_way)
     plt.close("all")
 

@@ -176,7 +176,8 @@ def test_character_model_in_the_browser(browser, site_url, screenshots, char_mod
             expected = vocab.decode(full[0, ids.shape[1]:])
             shown = run(page, root, prompt)
             assert not shown["error"], (prompt, shown["status"])
-            assert shown["answer"] == expected, f"{prompt!r}: the browser wrote {shown['answer']!r}, PyTorch {expected!r}"
+            assert shown["answer"] == expected, (
+                f"{prompt!r}: the browser wrote {shown['answer']!r}, PyTorch {expected!r}")
             assert shown["kinds"] == ["decoder"] and shown["layers"] == 2 and shown["thumbs"] == 2 * 5
             if i == 0:
                 with torch.no_grad(), tl.record_attention(model) as weights:

@@ -73,7 +73,8 @@ def test_browser_models_reach_explorers_only(tmp_path):
     assert browser["runtime"] == "../_static/onnxruntime/ort.wasm.min.mjs"
     assert browser["tokens"] == m["src_tokens"] and browser["kind"] == "encoder-decoder"
     model_bytes = sum(f["bytes"] for f in m["files"].values())
-    assert browser["bytes"] == model_bytes + (explorer_browser.MODELS_DIR / "transformer_dates.json").stat().st_size + files
+    manifest = explorer_browser.MODELS_DIR / "transformer_dates.json"
+    assert browser["bytes"] == model_bytes + manifest.stat().st_size + files
     assert "3,652 of the 3,652 test dates" in browser["about"] and "ONNX" in browser["about"]
     state = {"state": {"a": anywidget(EXPLORER), "c": anywidget("other.Widget")}}
     light = static_widgets.lighten_state(state, tmp_path, lambda name, resource: "../" + name, browser)

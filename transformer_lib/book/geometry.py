@@ -52,8 +52,10 @@ def draw_offset_turns(ax, omega: float, starts: Sequence[int], offset: int, n_po
     """
     from matplotlib.patches import Wedge
 
-    angle = lambda p: omega * p                        # clockwise from the top
-    xy = lambda a, r=1.0: (r * math.sin(a), r * math.cos(a))
+    def angle(p):
+        return omega * p                        # clockwise from the top
+    def xy(a, r=1.0):
+        return (r * math.sin(a), r * math.cos(a))
     circle = [2 * math.pi * t / 200 for t in range(201)]
     ax.plot([math.sin(a) for a in circle], [math.cos(a) for a in circle], color="lightgrey", lw=1)
     ax.plot([math.sin(omega * p) for p in range(n_positions)], [math.cos(omega * p) for p in range(n_positions)],

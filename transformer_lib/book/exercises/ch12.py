@@ -99,7 +99,8 @@ def _compare(fn, name, model, src, max_len, expected):
     assert isinstance(got, torch.Tensor) and got.dim() == 2, (
         f"Not yet: return a (B, L) tensor of ids, not {type(got).__name__}"
         + (f" of shape {tuple(got.shape)}" if isinstance(got, torch.Tensor) else ""))
-    assert got.shape[0] == src.shape[0], f"Not yet: {case} return one row per source ({src.shape[0]}), not {got.shape[0]}"
+    assert got.shape[0] == src.shape[0], (
+        f"Not yet: {case} return one row per source ({src.shape[0]}), not {got.shape[0]}")
     assert not (got[:, 0] == BOS_ID).all(), "Not yet: the output should not start with <bos>: drop the first column"
     if got.shape == expected.shape and torch.equal(got.cpu(), expected.cpu()):
         return

@@ -10,7 +10,8 @@ batch 64, the book's training loop `tl.train`, the recipe of `tl.recipes`):
 - one process (this one) with 1 and with 2 PyTorch threads, on the whole batch;
 - two processes with DistributedDataParallel, 1 thread each, 32 pairs each, launched by
   `transformer_lib.parallel.launch` (gloo over 127.0.0.1); the worker also times rank 0 alone
-  on the whole batch in between, as the notebook does, and one all-reduce of the gradients;
+  on the whole batch and on its shard of 32 in between, as the notebook does (the second is
+  the ideal DDP step: free communication, free cores), and one all-reduce of the gradients;
 - two processes with FSDP2 (`fully_shard`), 1 thread each.
 
 Each time is the best of `--rounds` runs of `--steps` steps after a warm-up (the least
@@ -70,6 +71,7 @@ def main(argv=None) -> int:
                           dataclasses.replace(cfg, max_steps=2), global_batch, timing_steps=args.steps,
                           timing_rounds=args.rounds, timeout=600)
     rows["rank 0 alone (the other waiting), batch 64"] = ddp[0]["single_seconds_per_step"]
+    rows["rank 0 alone (the other waiting), its shard of 32"] = ddp[0]["shard_seconds_per_step"]
     rows["2 processes, DDP, 1 thread each, 32 each"] = ddp[0]["seconds_per_step"]
     load.append(os.getloadavg()[0])
     fsdp = parallel.launch(parallel.sharded_worker, config, state, pairs, (src_vocab, tgt_vocab),
@@ -83,6 +85,8 @@ def main(argv=None) -> int:
     lines += [f"| {name} | {1000 * s:.1f} | {base / s:.2f}x |" for name, s in rows.items()]
     lines.append(f"| one all-reduce of the {tl.count_parameters(parallel.build_model(config)):,} gradients "
                  f"(float32, 2 processes, median of 20) | {1000 * ddp[0]['all_reduce_seconds']:.2f} | |")
+    ideal = ddp[0]["single_seconds_per_step"] / ddp[0]["shard_seconds_per_step"]
+    lines.append(f"| ideal DDP speed-up here: batch 64 over batch 32, rank 0 alone | | {ideal:.2f}x |")
     table = "\n".join(lines)
     print(table)
     print(f"load average (1 min) before each part: {', '.join(f'{x:.1f}' for x in load)}")
@@ -107,7 +111,9 @@ def _write(table: str, load: list[float], args) -> None:
         "",
         "Two processes split the forward and backward arithmetic, but each still runs the full Adam "
         "update, the loop's Python and many small operations whose cost does not shrink with the batch, "
-        "then the all-reduce; FSDP adds an all-gather of every layer's weights in the forward and the "
+        "then the all-reduce: the ideal row (a step on 32 against a step on 64) is what DDP could reach "
+        "with free communication and free cores. What is missing from it beyond that is cores shared "
+        "with other jobs, and lock-step: every all-reduce waits for the slower process. FSDP adds an all-gather of every layer's weights in the forward and the "
         "backward pass and a reduce-scatter of its gradients, each a separate message on this machine.",
         END,
     ])

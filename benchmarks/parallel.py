@@ -111,10 +111,11 @@ def _write(table: str, load: list[float], args) -> None:
         "",
         "Two processes split the forward and backward arithmetic, but each still runs the full Adam "
         "update, the loop's Python and many small operations whose cost does not shrink with the batch, "
-        "then the all-reduce: the ideal row (a step on 32 against a step on 64) is what DDP could reach "
-        "with free communication and free cores. What is missing from it beyond that is cores shared "
-        "with other jobs, and lock-step: every all-reduce waits for the slower process. FSDP adds an all-gather of every layer's weights in the forward and the "
-        "backward pass and a reduce-scatter of its gradients, each a separate message on this machine.",
+        "then the all-reduce: the ideal row (a step on 32 against a step on 64) is what DDP could "
+        "reach with free communication and free cores. What is missing from it beyond that is cores "
+        "shared with other jobs, and lock-step: every all-reduce waits for the slower process. FSDP "
+        "adds an all-gather of every layer's weights in the forward and the backward pass and a "
+        "reduce-scatter of its gradients, each a separate message on this machine.",
         END,
     ])
     text = RESULTS.read_text()

@@ -34,8 +34,9 @@ cuda), each in float32:
 
 Nothing is downloaded. On a GPU machine without this repository's virtual environment, run it
 with the machine's `python3` from the repository root (`PYTHONPATH=.`); if Babel is missing there,
-carry its wheel (`pip download --no-deps babel==2.17.0 -d .whl` here, `pip install --no-index
---target /tmp/site .whl/*.whl` and `PYTHONPATH=.:/tmp/site` there).
+carry its wheel (`pip download --no-deps babel==2.18.0 -d .whl` here, the pin of requirements.txt;
+`pip install --no-index --no-deps --target /tmp/site .whl/*.whl` and `PYTHONPATH=.:/tmp/site`
+there). Without a .git folder there, `BENCH_COMMIT=<commit>` names the commit measured.
 """
 from __future__ import annotations
 
@@ -430,7 +431,7 @@ def main(argv=None) -> int:
     directory = args.output_dir.resolve()
     directory.mkdir(parents=True, exist_ok=True)
     results = directory / "RESULTS.md"
-    if directory != HERE and not results.exists() and bench.RESULTS.exists():
+    if (args.report or args.from_json) and directory != HERE and not results.exists() and bench.RESULTS.exists():
         results.write_text(bench.RESULTS.read_text())
     if args.from_json:
         write_report(directory, results)

@@ -905,7 +905,8 @@ def make_test_section(data: dict | None) -> list[str]:
     rows, meta = data["rows"], data["meta"]
     total = sum(r["seconds"] for r in rows)
     out += ["`make test` runs `make lint`, `make test-unit` and `make test-notebooks` in this order; each was"
-            " timed on its own (the sum is `make test`'s time). The kernel-set check (`make test-kernels`, two"
+            " timed on its own (the sum is `make test`'s time; each runs even where an earlier one failed, where"
+            " `make test` would stop). The kernel-set check (`make test-kernels`, two"
             " more notebook passes) and the site are not part of it.", "", provenance(meta), "",
             "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}` | {r['seconds'] / 60:.1f} min | {r['result'] or 'exit ' + str(r['returncode'])}"
@@ -957,8 +958,10 @@ def step_section(data: dict | None) -> list[str]:
     p2 = by.get(("transformer_lib", "bare", 2, "PASSIVE"), {})
     if "time" in b1 and "time" in b2:
         out.append(f"Two threads against one, default policy: {fmt_ratio(b2['time'], b1['time'])} the time."
-                   + (f" PASSIVE against default at 2 threads: {fmt_ratio(p2['time'], b2['time'])} the time (passive"
-                      " waiting helps only when other jobs oversubscribe the cores)." if "time" in p2 else ""))
+                   + (f" PASSIVE against default at 2 threads: {fmt_ratio(p2['time'], b2['time'])} the time. (PASSIVE"
+                      " puts an idle thread to sleep at once instead of letting it spin: that frees the core when"
+                      " other jobs want it, and costs a wake-up at every parallel region when they do not.)"
+                      if "time" in p2 else ""))
         out.append("")
     return out
 
@@ -1205,8 +1208,8 @@ def summary_section(directory: Path) -> list[str]:
             ours, theirs = by.get(("transformer_lib", "bare", threads, "default")), by.get(
                 ("nn.Transformer", "bare", threads, "default"))
             if ours and theirs:
-                parts.append(f"{threads} thread{'s' if threads > 1 else ''}: {ours['time']['median'] * 1000:.1f} ms,"
-                             f" nn.Transformer {theirs['time']['median'] * 1000:.1f} ms")
+                parts.append(f"{threads} thread{'s' if threads > 1 else ''}: {ours['time']['median'] * 1000:,.1f} ms,"
+                             f" nn.Transformer {theirs['time']['median'] * 1000:,.1f} ms")
         answer = "; ".join(parts) + " (default wait policy)"
     line("How long does one training step of the date model take?", "step", answer if st else "",
          "One training step of the date model")

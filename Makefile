@@ -38,7 +38,7 @@ help:
 	@echo "make serve         serve _build/html on http://127.0.0.1:$(PORT)"
 	@echo "make lab           open the chapters in JupyterLab"
 	@echo "make browser-test  load every built page in headless Chromium (after make book)"
-	@echo "make bench         measure chapters, attention and site; writes benchmarks/RESULTS.md"
+	@echo "make bench         the performance report: chapters, make test, a training step, attention, site (BENCH=... for some)"
 
 # PyTorch's wheel. On PyPI, torch==2.13.0 for Linux x86_64 is the CUDA build (several GB with
 # its NVIDIA libraries; it runs on the CPU too). `make test TORCH=cpu` (or `make book TORCH=cpu`)
@@ -195,10 +195,13 @@ lab: $(ENV_STAMP)
 browser-test: $(ENV_STAMP)
 	$(PY) -m pytest tests/browser
 
-# The performance report (not a test; about 25 minutes on 2 cores). Run it on a quiet machine:
-# it waits up to 15 minutes for the load average to fall below 1.5 and records it.
+# The performance report (not a test; about 45 minutes on 2 cores for every part). Run it on a
+# quiet machine: it waits up to 15 minutes for the load average to fall below 1.5 and records
+# it. Each part replaces only its own section of benchmarks/RESULTS.md and its JSON file;
+# `make bench BENCH="chapters make-test"` runs some parts (chapters make-test step attention site).
+BENCH ?=
 bench: $(ENV_STAMP) $(VENDOR_STAMP)
-	$(PY) benchmarks/run.py --wait-for-load 900
+	$(PY) benchmarks/run.py --wait-for-load 900 $(foreach part,$(BENCH),--only $(part))
 
 clean:
 	rm -rf _build book/_vendor artifacts

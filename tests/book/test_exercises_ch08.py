@@ -102,6 +102,29 @@ def float_minus_inf(src_ids, tgt_ids, pad_id):
     return nn.Transformer.generate_square_subsequent_mask(tgt_ids.shape[1]), tgt_pad, mem_pad
 
 
+def float_finite_fill(src_ids, tgt_ids, pad_id):
+    """A right answer: a float causal mask filled with a large finite negative number (-1e9),
+    as the library fills its own scores; PyTorch's layer gives the same output."""
+    _, tgt_pad, mem_pad = ch08.torch_decoder_masks(src_ids, tgt_ids, pad_id)
+    T = tgt_ids.shape[1]
+    return torch.zeros(T, T).masked_fill(~tl.causal_mask(T), -1e9), tgt_pad, mem_pad
+
+
+def float_dtype_minimum(src_ids, tgt_ids, pad_id):
+    """A right answer: the float32 minimum as the blocking value."""
+    _, tgt_pad, mem_pad = ch08.torch_decoder_masks(src_ids, tgt_ids, pad_id)
+    T = tgt_ids.shape[1]
+    blocked = torch.finfo(torch.float32).min
+    return torch.zeros(T, T).masked_fill(~tl.causal_mask(T), blocked), tgt_pad, mem_pad
+
+
+def float_minus_one(src_ids, tgt_ids, pad_id):
+    """A wrong answer: -1 added to a score lowers it a little and blocks nothing."""
+    _, tgt_pad, mem_pad = ch08.torch_decoder_masks(src_ids, tgt_ids, pad_id)
+    T = tgt_ids.shape[1]
+    return torch.zeros(T, T).masked_fill(~tl.causal_mask(T), -1.0), tgt_pad, mem_pad
+
+
 def through_the_library(src_ids, tgt_ids, pad_id):
     """A right answer built from the book's masks and tl.masks.to_torch_mask (a list)."""
     return [tl.masks.to_torch_mask(tl.causal_mask(tgt_ids.shape[1])),
@@ -110,7 +133,7 @@ def through_the_library(src_ids, tgt_ids, pad_id):
 
 
 @pytest.mark.parametrize("answer", [ch08.torch_decoder_masks, float_minus_inf,
-                                    through_the_library])
+                                    float_finite_fill, float_dtype_minimum, through_the_library])
 def test_decoder_masks_right_answers_pass(answer):
     assert ch08.check_torch_decoder_masks(answer).startswith("Correct")
 
@@ -119,7 +142,8 @@ def test_decoder_masks_right_answers_pass(answer):
     (forgot_the_not, "tgt_mask, tgt_key_padding_mask, memory_key_padding_mask are the book's"),
     (causal_only_forgot_the_not, "tgt_mask is the book's convention"),
     (padding_swapped, "the two padding masks are swapped"),
-    (float_zero_one, "a 1 does not block anything"),
+    (float_zero_one, "a 1 .or a small negative number. does not block anything"),
+    (float_minus_one, "a small negative number"),
     (book_target_mask, r"\(B, 1, T, T\) target mask"),
     (diagonal_blocked, "tgt_mask blocks the wrong cells"),
 ])

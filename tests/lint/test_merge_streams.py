@@ -22,7 +22,8 @@ def test_consecutive_streams_merge_and_nothing_moves():
     figure = {"output_type": "display_data", "data": {"text/plain": "<Figure>"}, "metadata": {}}
     outputs = [stream("a\n"), stream(["b\n", "c\n"]), stream("warn\n", "stderr"), stream("d\n"),
                figure, stream("e\n"), stream("f\n")]
-    merged = execute_notebooks.merge_streams(outputs)
+    merged = [dict(out, text="".join(out["text"])) if "text" in out else out
+              for out in execute_notebooks.merge_streams(outputs)]
     assert merged == [stream("a\nb\nc\n"), stream("warn\n", "stderr"), stream("d\n"), figure,
                       stream("e\nf\n")]
     assert execute_notebooks.merge_streams([]) == []

@@ -78,6 +78,10 @@ def torch_decoder_masks(src_ids, tgt_ids, pad_id):
     return tgt_mask, tgt_key_padding_mask, memory_key_padding_mask
 
 
+#: A float mask entry at or below minus this blocks (exp(-1e4) underflows to 0 in float32).
+BLOCKING_FLOAT = 1e4
+
+
 def _blocked(name, mask, shape):
     """A mask as PyTorch's modules read it, as booleans True = blocked; refuse what they would
     read differently from what the reader meant."""
@@ -91,11 +95,14 @@ def _blocked(name, mask, shape):
         f"Not yet: {name} has dtype {mask.dtype}; PyTorch's modules take booleans "
         "(True = blocked) or floats added to the scores")
     allowed = mask == 0
-    blocked = torch.isneginf(mask)
+    # -inf blocks exactly; a large finite negative number (-1e9, the dtype's minimum: the
+    # library's own fill) blocks too, since exp(score - 1e4) is 0 in float32 for any score
+    # the softmax meets in practice.
+    blocked = mask <= -BLOCKING_FLOAT
     assert (allowed | blocked).all(), (
-        f"Not yet: {name} is a float mask with values other than 0 and -inf; a float mask is "
-        "added to the scores, so a 1 does not block anything: use 0 (allowed) and -inf "
-        "(blocked), or booleans")
+        f"Not yet: {name} is a float mask with values other than 0 and a large negative "
+        "number; a float mask is added to the scores, so a 1 (or a small negative number) "
+        "does not block anything: use 0 (allowed) and -inf (blocked), or booleans")
     return blocked
 
 

@@ -144,7 +144,7 @@ def test_the_solution_and_other_right_answers_pass():
     (returns_probabilities, "leave the logits you keep unchanged"),
     (returns_the_mask, "not a boolean mask"),
     (fills_with_zero, "too many"),
-    (sum_before_at_most_p, "the sum \\*before\\* it is below p, not at most p"),
+    (sum_before_at_most_p, "the sum \\*before\\* it is below p \\(not at most p\\)"),
     (keeps_every_tie_at_the_boundary, "exactly p, so the nucleus is 2 tokens; you kept 4"),
 ])
 def test_wrong_answers_fail_and_say_what_is_wrong(answer, message):

@@ -117,7 +117,8 @@ def check_top_p_filter(top_p_filter) -> str:
         raise AssertionError(
             f"{what}: the first two tokens already add up to exactly p, so the nucleus is 2 "
             f"tokens; you kept {int(kept.sum())}: "
-            + ("a token is kept while the sum *before* it is below p, not at most p"
+            + ("keep a token only while the sum *before* it is below p (not at most p), "
+               "and keep exactly 2 here although all four tie"
                if int(kept.sum()) > 2 else "keep the token that brings the sum to p"))
     if not torch.equal(got[kept], logits[kept]):
         raise AssertionError(f"{what}: leave the logits you keep unchanged")

@@ -274,3 +274,14 @@ def test_the_causal_flag_equals_the_library_on_square_passes_only():
     with torch.no_grad():
         torch.testing.assert_close(flagged(ids), model(ids))
     assert cache_agrees(model) and not cache_agrees(flagged)
+
+
+def test_the_causal_flag_is_caught_by_torch_nn_and_refused_by_variance_with_a_reason():
+    """It ignores the mask it is given (encoder and cross-attention turn causal) and returns
+    no weights: the torch.nn check catches it, the variance check says why it cannot run."""
+    flagged = bh.Suspect("9 is_causal flag", attention_fn=bh.attention_causal_flag)
+    with pytest.raises(ValueError, match="returned no weights"):
+        bh.score_variance(flagged)
+    checks = {name: bh.CHECKS[name] for name in ("torch.nn", "variance", "causal")}
+    row = bh.caught_by([flagged], checks)[flagged.name]
+    assert row == {"torch.nn": "caught", "variance": "error", "causal": "."}

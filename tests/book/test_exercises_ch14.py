@@ -71,6 +71,32 @@ def cumsum_below_p_first_forced(logits, p):
     return logits.masked_fill(~keep, INF)
 
 
+def sum_before_at_most_p(logits, p):
+    """Keeps a token while the sum before it is at most p: one too many where a prefix sums
+    exactly to p (found by an independent reader)."""
+    probs, order = logits.softmax(-1).sort(dim=-1, descending=True)
+    keep_sorted = probs.cumsum(-1) - probs <= p
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return logits.masked_fill(~keep, INF)
+
+
+def keeps_every_tie_at_the_boundary(logits, p):
+    """Keeps every token as probable as the last one in the nucleus."""
+    probs = logits.softmax(-1)
+    sorted_probs, _ = probs.sort(-1, descending=True)
+    in_nucleus = sorted_probs.cumsum(-1) - sorted_probs < p
+    least = sorted_probs.masked_fill(~in_nucleus, 2.0).amin(-1, keepdim=True)
+    return logits.masked_fill(probs < least, INF)
+
+
+def gathers_back_with_argsort(logits, p):
+    """Right: filters the sorted logits, then undoes the sort with argsort and gather."""
+    sorted_logits, order = logits.sort(-1, descending=True)
+    probs = sorted_logits.softmax(-1)
+    sorted_logits = sorted_logits.masked_fill(probs.cumsum(-1) - probs >= p, INF)
+    return sorted_logits.gather(-1, order.argsort(-1))
+
+
 def without_unsorting(logits, p):
     probs, _ = logits.softmax(-1).sort(dim=-1, descending=True)
     keep = (probs.cumsum(-1) - probs) < p  # in sorted order, applied to the original order
@@ -103,7 +129,8 @@ def fills_with_zero(logits, p):
 
 
 def test_the_solution_and_other_right_answers_pass():
-    for answer in (solution, ascending_like_hugging_face, row_by_row_in_python, in_float64):
+    for answer in (solution, ascending_like_hugging_face, row_by_row_in_python, in_float64,
+                   gathers_back_with_argsort):
         assert ch14.check_top_p_filter(answer).startswith("Correct")
 
 
@@ -117,6 +144,8 @@ def test_the_solution_and_other_right_answers_pass():
     (returns_probabilities, "leave the logits you keep unchanged"),
     (returns_the_mask, "not a boolean mask"),
     (fills_with_zero, "too many"),
+    (sum_before_at_most_p, "the sum \\*before\\* it is below p \\(not at most p\\)"),
+    (keeps_every_tie_at_the_boundary, "exactly p, so the nucleus is 2 tokens; you kept 4"),
 ])
 def test_wrong_answers_fail_and_say_what_is_wrong(answer, message):
     with pytest.raises(AssertionError, match=message):

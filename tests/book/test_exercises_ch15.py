@@ -97,6 +97,25 @@ def test_wrong_mask_tests_fail_and_say_what_is_wrong(test, message):
         ch15.check_mask_test(test)
 
 
+def test_a_test_with_a_query_that_has_no_allowed_key_is_told_why_the_plain_reference_fails():
+    """An independent reader's test: sound for the library, but one query row is fully
+    blocked, where the plain reference spreads its weight over the blocked keys."""
+    def one_row_fully_blocked(attention_fn):
+        query = torch.full((1, 1, 4, 8), 100.0)
+        value = torch.randn(1, 1, 4, 8, generator=torch.Generator().manual_seed(0))
+        changed = value.clone()
+        changed[..., 1:, :] += 1.0
+        mask = tl.causal_mask(4).clone()
+        mask[1, :] = False  # query 1 may attend to nothing
+        before = attention_fn(query, -query, value, mask)[0][..., :2, :]
+        after = attention_fn(query, -query, changed, mask)[0][..., :2, :]
+        return torch.allclose(before, after)
+
+    assert one_row_fully_blocked(tl.scaled_dot_product_attention)
+    with pytest.raises(AssertionError, match="the plain reference .*no allowed key at all"):
+        ch15.check_mask_test(one_row_fully_blocked)
+
+
 def test_a_test_that_catches_only_the_1e4_fill_is_told_about_the_tiny_fill():
     def only_1e4(attention_fn):  # passes everything except a rule named like bug 8
         return attention_fn is not bh.attention_fill_1e4

@@ -223,6 +223,9 @@ def score_variance(suspect: Suspect) -> float:
     g = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(64, N_HEADS, 16, D_MODEL // N_HEADS, generator=g) for _ in range(3))
     _, weights = suspect.attention_fn(q, k, v, None, None)
+    if weights is None:
+        raise ValueError(f"{suspect.name}: its attention_fn returned no weights (None), and "
+                         "the variance check reads the scores back from the weights")
     return weights.log().var(dim=-1).mean().item()
 
 
@@ -329,8 +332,9 @@ CHECKS: dict[str, Callable[[Suspect], bool]] = checks()
 def caught_by(suspects: list[Suspect], checks: dict[str, Callable[[Suspect], bool]]
               ) -> dict[str, dict[str, str]]:
     """{suspect name: {check name: verdict}}: "caught" when the check fails on the suspect,
-    "error" when it raises ValueError or TypeError (the library refused the suspect's piece),
-    "." when it passes."""
+    "error" when it raises ValueError or TypeError (the library refused the suspect's piece,
+    or the check could not read what it needs from it, as the variance check from an
+    attention that returns no weights), "." when it passes."""
     table = {}
     for s in suspects:
         row = {}

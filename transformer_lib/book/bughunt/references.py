@@ -192,8 +192,11 @@ def attention_causal_flag(query, key, value, mask=None, dropout=None):
     """Causal attention through the fused kernel's flag, is_causal=True, in place of the mask
     the model passes. The flag aligns the causal mask to the top-left corner: query i sees
     keys 0..i, also when there are fewer queries than keys, as when new tokens attend to a
-    key/value cache, where query i should see every key up to k_len - q_len + i. Equal to
-    the library's attention whenever queries and keys are as many. Discussed in
+    key/value cache, where query i should see every key up to k_len - q_len + i. It ignores
+    the mask it is given and returns no weights (None). Equal to the library's attention
+    whenever queries and keys are as many and the mask passed is the causal one (a causal
+    LM's full forward pass), not for an encoder's, a padded or a cross-attention mask.
+    Discussed in
     pytorch/pytorch #103082; ml-explore/mlx #2835 found its kernel aligned the other way."""
     return F.scaled_dot_product_attention(query, key, value, is_causal=True), None
 

@@ -8,8 +8,9 @@ unchanged; otherwise it raises AssertionError saying what is wrong.
 The nucleus of a row is the smallest set of most probable tokens whose probabilities add up
 to at least p. Rules that often agree with it on peaked rows, and that the check tells apart:
 keeping the tokens whose cumulative sum stays at or below p (one token too few), keeping a
-fixed number of tokens (top-k), and keeping every token whose probability is at least
-(1 - p) times the largest (a relative threshold, as min-p sampling uses).
+token while the sum before it is at most p (one too many when a prefix sums exactly to p),
+keeping a fixed number of tokens (top-k), and keeping every token whose probability is at
+least (1 - p) times the largest (a relative threshold, as min-p sampling uses).
 """
 from __future__ import annotations
 
@@ -105,6 +106,22 @@ def check_top_p_filter(top_p_filter) -> str:
         if not torch.equal(got[kept], logits[kept]):
             raise AssertionError(f"{what}: leave the logits you keep unchanged (the filter "
                                  "comes before the softmax, which renormalises)")
+    # A flat row of 4 tokens with p = 0.5: the first two tokens sum to exactly 0.5 (exact in
+    # binary), so the nucleus is any 2 of them; a rule that keeps a token while the sum
+    # before it is at most p keeps a third.
+    what, logits = "with p=0.5 on the flat row [0, 0, 0, 0] (probabilities 0.25 each)", \
+        torch.zeros(1, 4)
+    got = top_p_filter(logits.clone(), 0.5)
+    kept = _kept(got, logits, 0.5, what)
+    if int(kept.sum()) != 2:
+        raise AssertionError(
+            f"{what}: the first two tokens already add up to exactly p, so the nucleus is 2 "
+            f"tokens; you kept {int(kept.sum())}: "
+            + ("keep a token only while the sum *before* it is below p (not at most p), "
+               "and keep exactly 2 here although all four tie"
+               if int(kept.sum()) > 2 else "keep the token that brings the sum to p"))
+    if not torch.equal(got[kept], logits[kept]):
+        raise AssertionError(f"{what}: leave the logits you keep unchanged")
     for what, logits, p in _random_cases():
         got = top_p_filter(logits.clone(), p)
         kept = _kept(got, logits, p, what)

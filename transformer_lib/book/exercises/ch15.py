@@ -3,7 +3,9 @@
 - `check_mask_test(test)`: `test(attention_fn) -> bool` should tell whether an attention rule
   keeps blocked keys out of the output even when every allowed score is very negative. It must
   pass the library's attention and the plain reference, and fail the -1e4 fill (bug 8) and the
-  -1e-9 fill (bug 2).
+  -1e-9 fill (bug 2). Every query of the reader's test keeps at least one allowed key: on a
+  row with none the plain reference (a fill of the dtype's minimum) spreads the weight over
+  the blocked keys, where the library gives zeros.
 - `check_cache_test(test)`: `test(model) -> bool` should tell whether a `lm.CausalLM`'s cached
   steps (fewer queries than keys) give the logits of a full forward pass. It must pass the
   library's model and fail the same model with `is_causal=True` swapped into its attention.
@@ -57,11 +59,16 @@ def check_mask_test(test: Callable) -> str:
                                          "queries that may not see them")}
     for name, fn in right.items():
         if not _verdict(test, fn, name):
+            empty_row = ("; if a query of your test has no allowed key at all, the plain "
+                         "reference spreads its weight over the blocked keys (the library "
+                         "gives it zeros): keep at least one allowed key for every query, as "
+                         "a causal mask does"
+                         if fn is plain_attention else "")
             raise AssertionError(
                 f"your test fails {name}, which is correct: compare only queries whose allowed "
                 "keys you left unchanged (the first position, under a causal mask), with a "
                 "tolerance (torch.allclose), and change only the values of keys they may not "
-                "see")
+                f"see{empty_row}")
     for name, (fn, hint) in wrong.items():
         if _verdict(test, fn, name):
             raise AssertionError(f"{hint} ({name})")

@@ -11,8 +11,9 @@ global batch 64, the book's training loop `tl.train`, the recipe of `tl.recipes`
 - one process (this one) with 1 and with 2 PyTorch threads, on the whole batch;
 - two processes with DistributedDataParallel, 1 thread each, 32 pairs each, launched by
   `transformer_lib.parallel.launch` (gloo over 127.0.0.1); the worker also times rank 0 alone
-  on the whole batch first, as the notebook does (the other process waits), and one
-  all-reduce of the gradients;
+  on the whole batch and on its shard of 32 first, as the notebook does (the other process
+  waits; the shard's step is the ideal DDP step, with free communication and free cores), and
+  one all-reduce of the gradients;
 - two processes with FSDP2 (`fully_shard`), 1 thread each.
 
 Every setting is timed the same way: `--rounds` rounds (default 5), each a fresh model run for
@@ -54,6 +55,7 @@ ROWS = {  # key: label
     "1p1t": "1 process, 1 thread, batch 64",
     "1p2t": "1 process, 2 threads, batch 64",
     "rank0": "rank 0 alone (the other waiting), batch 64",
+    "rank0 shard": "rank 0 alone (the other waiting), its shard of 32",
     "ddp": "2 processes, DDP, 1 thread each, 32 each",
     "fsdp": "2 processes, FSDP2, 1 thread each, 32 each",
 }
@@ -88,6 +90,7 @@ def measure(steps: int, rounds: int) -> dict:
         ddp = parallel.launch(parallel.data_parallel_worker, config, state, pairs, (src_vocab, tgt_vocab), short,
                               global_batch, timing_steps=steps, timing_rounds=1, timeout=600)
         times["rank0"].append(ddp[0]["single_seconds_per_step"])
+        times["rank0 shard"].append(ddp[0]["shard_seconds_per_step"])
         times["ddp"].append(max(r["seconds_per_step"] for r in ddp))
         all_reduce.append(ddp[0]["all_reduce_seconds"])
         fsdp = parallel.launch(parallel.sharded_worker, config, state, pairs, (src_vocab, tgt_vocab), short,
@@ -132,7 +135,10 @@ def section(data: dict | None) -> list[str]:
             f" launch) | {bench.fmt_time(ar, digits=2)} | |", "",
             f"The all-reduce is {share:.1%} of a DDP step here. Two processes split the forward and backward"
             " arithmetic, but each still runs the full Adam update, the loop's Python and many small operations"
-            " whose cost does not shrink with the batch; FSDP2 adds an all-gather of every layer's weights in the"
+            " whose cost does not shrink with the batch: rank 0's step on its shard of 32 against its step on"
+            f" 64 ({bench.fmt_ratio(rows['rank0'], rows['rank0 shard'])}) is the most DDP could gain here;"
+            " beyond that it loses to cores shared with other jobs and to lock-step. FSDP2 adds an all-gather"
+            " of every layer's weights in the"
             " forward and the backward pass and a reduce-scatter of its gradients, each a separate message. Which"
             " of these decides the times above is not profiled here. Chapter 17 times one process against DDP"
             " in its own cell, once, as the chapter runs.", ""]

@@ -85,7 +85,8 @@ def _report() -> dict:
 
 
 def _all_checks(ddp_args: tuple, tp_args: tuple, ring_args: tuple) -> dict:
-    return {**_report(), "ddp": parallel.data_parallel_worker(*ddp_args), "fsdp": parallel.sharded_worker(*ddp_args),
+    return {**_report(), "ddp": parallel.data_parallel_worker(*ddp_args, timing_steps=1, timing_rounds=1),
+            "fsdp": parallel.sharded_worker(*ddp_args),
             "tp": parallel.tensor_parallel_worker(*tp_args),
             "ring": parallel.ring_attention_worker(*ring_args, memory_lengths=(64, 128, 256), block_size=16),
             "ring_meta_default": _ring_with_the_default_device_elsewhere(*ring_args)}
@@ -295,6 +296,15 @@ def test_ddp_trains_the_same_weights_as_one_process(checks, one_process):
     assert checks["results"][0]["ddp"]["all_reduced"] == tl.count_parameters(one_process)
     moved = max((expected[k] - checks["date"][1][k]).abs().max().item() for k in expected)
     assert moved > 1e-3, "the weights hardly moved: the comparison would prove little"
+
+
+def test_ddp_times_one_process_on_the_whole_batch_and_on_its_shard(checks):
+    first, second = (r["ddp"] for r in checks["results"])
+    for key in ("single_seconds_per_step", "shard_seconds_per_step", "seconds_per_step", "all_reduce_seconds"):
+        assert first[key] > 0, key
+    assert second["single_seconds_per_step"] is None and second["shard_seconds_per_step"] is None
+    assert second["seconds_per_step"] > 0
+    assert first["load"] is None or len(first["load"]) == 3
 
 
 def test_fsdp_trains_the_same_weights_and_holds_half_the_state(checks, one_process):

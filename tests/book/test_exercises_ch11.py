@@ -75,6 +75,11 @@ def per_position(logits, target, eps, pad_id):
     return -(q * logits.log_softmax(-1)).sum(-1)
 
 
+def padding_fixed_at_zero(logits, target, eps, pad_id):
+    """A slip: the reference with the padding id hard-coded as 0, whatever pad_id says."""
+    return ch11.smoothed_loss(logits, target, eps, 0)
+
+
 def unsmoothed(logits, target, eps, pad_id):
     return torch.nn.functional.cross_entropy(logits, target, ignore_index=pad_id)
 
@@ -94,6 +99,7 @@ def test_right_answers_pass(fn):
     (hard_coded_eps, "eps = 0.2"),
     (per_position, "return one number"),
     (unsmoothed, "plain cross-entropy"),
+    (padding_fixed_at_zero, "use the pad_id argument"),
 ])
 def test_slips_fail_with_a_message_that_says_what_is_wrong(fn, message):
     with pytest.raises(AssertionError, match=message):

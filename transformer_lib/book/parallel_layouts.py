@@ -1,8 +1,165 @@
-"""The picture of chapter 17: who holds what under each kind of parallelism (what each sends is
-computed by `transformer_lib.parallel.communication_per_step`)."""
+"""The pictures of chapter 17: who holds what under each kind of parallelism (`draw_layouts`;
+what each sends for the chapter's models is `transformer_lib.parallel.communication_per_step`),
+and the picture at scale, on paper (`ModelSizes`, `Layout`, `at_scale`): memory per GPU and
+numbers sent per GPU per training step for a decoder-only model under a 4-D layout (tensor,
+context, pipeline and sharded data parallelism), from the chapter's formulas, with the model and
+the layouts published for Llama 3 405B (Dubey et al. 2024, arXiv:2407.21783, Tables 3 and 4)
+to check them against.
+"""
 from __future__ import annotations
 
-__all__ = ["draw_layouts"]
+import math
+from dataclasses import dataclass
+
+__all__ = ["draw_layouts", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """A decoder-only Transformer's sizes: `n_layers` layers of width `d_model`, a gated (SwiGLU,
+    three matrices) or plain (two) feed-forward of `d_ff` units, `n_heads` query heads and
+    `n_kv_heads` key/value heads (grouped-query attention), a vocabulary of `vocab` tokens with
+    separate input and output matrices unless `tied`. Norm weights are left out (a few per layer)."""
+    n_layers: int
+    d_model: int
+    d_ff: int
+    n_heads: int
+    n_kv_heads: int
+    vocab: int
+    gated: bool = True
+    tied: bool = False
+
+    def __post_init__(self):
+        for name in ("n_layers", "d_model", "d_ff", "n_heads", "n_kv_heads", "vocab"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.d_model % self.n_heads or self.n_heads % self.n_kv_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}), "
+                             f"and n_heads by n_kv_heads ({self.n_kv_heads})")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def layer_parameters(self) -> int:
+        kv = self.n_kv_heads * self.d_head
+        attention = 2 * self.d_model * self.d_model + 2 * self.d_model * kv  # W^Q, W^O; W^K, W^V
+        return attention + (3 if self.gated else 2) * self.d_model * self.d_ff
+
+    def parameters(self) -> int:
+        return self.n_layers * self.layer_parameters() + (1 if self.tied else 2) * self.vocab * self.d_model
+
+
+@dataclass(frozen=True)
+class Layout:
+    """`tp` x `cp` x `pp` x `dp` GPUs: tensor parallel (Megatron, with its sequence parallelism),
+    context parallel (each GPU holds `seq_len / cp` positions), pipeline parallel (`n_layers / pp`
+    layers per stage) and data parallel with the training state sharded (`shard`: "zero3", the
+    weights gathered twice per step; "no-reshard", gathered once and kept through the backward
+    pass, as Llama 3's FSDP does; "none", plain DDP). Each data-parallel rank reads
+    `batch_per_dp` sequences of `seq_len` tokens per step, in micro-batches of `micro_batch`."""
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int = 1
+    seq_len: int = 8192
+    batch_per_dp: int = 1
+    micro_batch: int = 1
+    shard: str = "zero3"
+
+    def __post_init__(self):
+        for name in ("tp", "cp", "pp", "dp", "seq_len", "batch_per_dp", "micro_batch"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.shard not in ("zero3", "no-reshard", "none"):
+            raise ValueError(f"shard must be 'zero3', 'no-reshard' or 'none', got {self.shard!r}")
+        if self.seq_len % self.cp or self.batch_per_dp % self.micro_batch:
+            raise ValueError(f"seq_len ({self.seq_len}) must be divisible by cp ({self.cp}) and "
+                             f"batch_per_dp ({self.batch_per_dp}) by micro_batch ({self.micro_batch})")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.dp * self.batch_per_dp * self.seq_len
+
+
+def at_scale(model: ModelSizes, layout: Layout, weight_bytes: int = 2, state_bytes: int = 16) -> dict:
+    """Memory per GPU and numbers sent per GPU per step, in bytes, from the chapter's formulas.
+
+    Memory: the weights a GPU holds while it computes (bf16, `weight_bytes` each: its `1/(tp pp)`
+    slice, further divided by `dp` at rest under "zero3"); the training state (fp32 master
+    weights, gradients and Adam's two moments: `state_bytes` = 16 per parameter, divided by
+    `tp pp dp` when sharded, by `tp pp` under "none"); the activations of a stage, kept for the
+    backward pass for up to `pp` micro-batches in flight (1F1B), of `s = seq_len / cp` positions
+    each, with sequence parallelism: with full recomputation each layer's input only,
+    `2 s b h / tp` bytes ("activations, recomputed"), and with nothing recomputed Korthikanti et
+    al.'s `34 s b h / tp` bytes per layer (a GPT layer in 16 bits, the attention scores not
+    stored, as in FlashAttention; "activations, stored").
+
+    Sent per step (ring collectives, `2 (P-1)/P n` for an all-reduce, `(P-1)/P n` for an
+    all-gather or a reduce-scatter): data parallel, the gradients all-reduced (or reduce-scattered
+    with the weights all-gathered once or twice); tensor parallel, two all-reduces (or a
+    reduce-scatter and an all-gather) of the activations per layer each way, per micro-batch;
+    pipeline, one micro-batch's activations forward and its gradient back per stage boundary;
+    context parallel, the keys and values all-gathered per layer going forward and their
+    gradients reduce-scattered going back (Llama 3's all-gather form; a ring sends as much).
+    The weights are spread evenly over the stages, embedding and output matrices included; the
+    busiest stage runs `ceil(n_layers / pp)` layers (Llama 3 takes a layer from the first and
+    the last stage, which hold the embedding and the output matrix: 126 = 16 x 8 - 2). Returns
+    a dict of byte counts and the layout's sizes."""
+    if model.n_layers < layout.pp:
+        raise ValueError(f"n_layers ({model.n_layers}) must be at least pp ({layout.pp}): one per stage")
+    if model.n_heads % layout.tp:
+        raise ValueError(f"n_heads ({model.n_heads}) must be divisible by tp ({layout.tp})")
+    psi = model.parameters()
+    split = layout.tp * layout.pp
+    held = psi / split  # the parameters of one GPU's slice of the model
+    dp = layout.dp
+    sharded = layout.shard != "none"
+    weights = weight_bytes * held / (dp if layout.shard == "zero3" else 1)
+    state = state_bytes * held / (dp if sharded else 1)
+    s, b, h = layout.seq_len // layout.cp, layout.micro_batch, model.d_model
+    activation = weight_bytes * s * b * h  # one layer's input for one micro-batch, whole
+    layers_here = math.ceil(model.n_layers / layout.pp)  # the busiest stage
+    micro_batches = layout.batch_per_dp // layout.micro_batch
+    in_flight = min(layout.pp, micro_batches)  # 1F1B: the first stage holds up to pp micro-batches
+    recomputed = activation / layout.tp * layers_here * in_flight
+    stored = 17 * activation / layout.tp * layers_here * in_flight  # 34 s b h bytes per layer
+
+    def ring(P, n, passes):  # passes: 2 for an all-reduce, 1 for an all-gather or reduce-scatter
+        return passes * (P - 1) / P * n
+
+    gathers = {"zero3": 2, "no-reshard": 1, "none": 0}[layout.shard]
+    data = (ring(dp, weight_bytes * held, 2) if not sharded
+            else ring(dp, weight_bytes * held, 1) * (gathers + 1))
+    tensor = micro_batches * layers_here * 4 * ring(layout.tp, activation, 2)
+    pipeline = micro_batches * 2 * activation / layout.tp if layout.pp > 1 else 0.0
+    kv = weight_bytes * 2 * layout.seq_len * b * model.n_kv_heads * model.d_head / layout.tp
+    context = micro_batches * layers_here * 2 * ring(layout.cp, kv, 1)
+    return {"parameters": psi, "gpus": layout.gpus, "tokens_per_step": layout.tokens_per_step,
+            "memory": {"weights": weights, "training state": state, "activations, recomputed": recomputed,
+                       "activations, stored": stored},
+            "sent": {"data": data, "tensor": tensor, "pipeline": pipeline, "context": context}}
+
+
+#: Llama 3 405B (Dubey et al. 2024, Table 3): 126 layers, width 16,384, SwiGLU feed-forward of
+#: 53,248, 128 query heads and 8 key/value heads; its tokenizer's 128,256 tokens (the table
+#: rounds to 128K); input and output matrices not tied.
+LLAMA3_405B = ModelSizes(n_layers=126, d_model=16384, d_ff=53248, n_heads=128, n_kv_heads=8, vocab=128256)
+
+#: The three layouts of Llama 3 405B's pre-training (Dubey et al. 2024, Table 4): GPUs, then
+#: TP, CP, PP, DP, sequence length and batch size per DP rank; 16M tokens per batch each time.
+LLAMA3_405B_LAYOUTS = {
+    "8,192 GPUs, 8K context": Layout(tp=8, cp=1, pp=16, dp=64, seq_len=8192, batch_per_dp=32, shard="no-reshard"),
+    "16,384 GPUs, 8K context": Layout(tp=8, cp=1, pp=16, dp=128, seq_len=8192, batch_per_dp=16, shard="no-reshard"),
+    "16,384 GPUs, 128K context": Layout(tp=8, cp=16, pp=16, dp=8, seq_len=131072, batch_per_dp=16,
+                                        shard="no-reshard"),
+}
 
 
 def draw_layouts(figsize=(10.0, 5.6)):

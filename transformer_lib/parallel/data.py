@@ -4,6 +4,7 @@ loop (Li et al. 2020, arXiv:2006.15704).
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from functools import partial
@@ -97,10 +98,12 @@ def data_parallel_worker(config: dict, state: dict, pairs, vocabs, cfg: TrainCon
     "all_reduced": numbers all-reduced per step (counted by a DDP communication hook)}.
 
     With `timing_steps`, also measures, in float32 on the same batches, `timing_rounds` times
-    in turn: seconds per step of one process alone on the whole global batch (rank 0, while
-    the others wait) and of all the processes with DDP; keeps the best of the rounds
-    ("single_seconds_per_step", "seconds_per_step"), and "all_reduce_seconds", one all-reduce
-    of as many float32 numbers as the model has parameters.
+    in turn: seconds per step of one process alone on the whole global batch and on its own
+    shard of it (rank 0, while the others wait: the second is the step time DDP would reach
+    with free communication and free cores) and of all the processes with DDP; keeps the best
+    of the rounds ("single_seconds_per_step", "shard_seconds_per_step", "seconds_per_step"),
+    "all_reduce_seconds", one all-reduce of as many float32 numbers as the model has
+    parameters, and "load", the machine's load averages over 1, 5 and 15 minutes at the end.
     """
     from torch.nn.parallel import DistributedDataParallel
 
@@ -114,14 +117,17 @@ def data_parallel_worker(config: dict, state: dict, pairs, vocabs, cfg: TrainCon
            "all_reduced": sum(counts) / len(history.loss)}
     if timing_steps:
         whole = make_loader(pairs, *vocabs, batch_size=global_batch, shuffle=False)
-        single, together = [], []
+        single, shard, together = [], [], []
         for _ in range(timing_rounds):
             if dist.get_rank() == 0:
                 single.append(seconds_per_step(build_model(config, state, device=device), whole, cfg, timing_steps))
+                shard.append(seconds_per_step(build_model(config, state, device=device), loader, cfg, timing_steps))
             dist.barrier()  # the other processes wait (without using the processor) meanwhile
             fast = DistributedDataParallel(build_model(config, state, device=device))
             together.append(seconds_per_step(fast, loader, cfg, timing_steps))
         out["single_seconds_per_step"] = min(single) if single else None
+        out["shard_seconds_per_step"] = min(shard) if shard else None
+        out["load"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
         out["seconds_per_step"] = min(together)
         out["all_reduce_seconds"] = time_all_reduce(sum(p.numel() for p in fast.parameters()), device=device)
     return out

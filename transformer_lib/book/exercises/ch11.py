@@ -30,16 +30,19 @@ def smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float = 0.1, 
 
 
 def _inputs():
-    """(name, logits, target, eps) cases: random logits with two <pad> targets, the same with
-    eps = 0.2, and a confident row whose softmax underflows to exactly 0."""
+    """(name, logits, target, eps, pad_id) cases: random logits with two <pad> targets, the
+    same with eps = 0.2, the same with another padding id (3, so that an answer that ignores
+    `pad_id` is caught), and a confident row whose softmax underflows to exactly 0."""
     g = torch.Generator().manual_seed(11)
     logits = 3 * torch.randn(8, 15, generator=g, dtype=torch.float64)
     target = torch.tensor([4, 7, 0, 14, 5, 0, 9, 4])  # two <pad> targets: they must not count
     confident = torch.full((2, 15), -1000.0, dtype=torch.float64)
     confident[:, 4] = 1000.0
     confident[:, 6] = 0.0
-    return [("random logits", logits, target, 0.1), ("random logits, eps = 0.2", logits, target, 0.2),
-            ("confident logits (softmax underflows to 0)", confident, torch.tensor([4, 6]), 0.1)]
+    other_pad = torch.where(target == 0, 3, torch.where(target == 3, 0, target))
+    return [("random logits", logits, target, 0.1, 0), ("random logits, eps = 0.2", logits, target, 0.2, 0),
+            ("random logits, pad_id = 3", logits, other_pad, 0.1, 3),
+            ("confident logits (softmax underflows to 0)", confident, torch.tensor([4, 6]), 0.1, 0)]
 
 
 def _variants(logits, target, eps, pad_id=0):
@@ -89,9 +92,9 @@ _HINTS = {
 
 def check_smoothed_loss(fn) -> str:
     """Check `fn(logits, target, eps, pad_id)` against `LabelSmoothingLoss(eps, pad_id)`."""
-    for name, logits, target, eps in _inputs():
-        expected = LabelSmoothingLoss(eps, pad_id=0)(logits, target)
-        got = fn(logits.clone(), target.clone(), eps, 0)
+    for name, logits, target, eps, pad_id in _inputs():
+        expected = LabelSmoothingLoss(eps, pad_id=pad_id)(logits, target)
+        got = fn(logits.clone(), target.clone(), eps, pad_id)
         if isinstance(got, torch.Tensor):
             assert got.numel() == 1, (
                 f"Not yet: return one number (the mean over the real positions), not a tensor of shape "
@@ -105,7 +108,12 @@ def check_smoothed_loss(fn) -> str:
                 "softmax(...).log() gives log 0 = -inf where a probability underflows to 0")
         if math.isclose(got, expected.item(), rel_tol=1e-5, abs_tol=1e-7):
             continue
-        for slip, value in _variants(logits, target, eps).items():
+        if pad_id != 0:
+            as_if_zero = LabelSmoothingLoss(eps, pad_id=0)(logits, target).item()
+            assert not math.isclose(got, as_if_zero, rel_tol=1e-5, abs_tol=1e-7), (
+                f"Not yet: on {name}, your loss treats id 0 as padding: use the pad_id argument, "
+                "not a fixed 0")
+        for slip, value in _variants(logits, target, eps, pad_id).items():
             if math.isclose(got, value.item(), rel_tol=1e-5, abs_tol=1e-7):
                 raise AssertionError(f"Not yet: on {name}, {_HINTS[slip]}")
         raise AssertionError(f"Not yet: on {name} your loss is {got:.4f}, LabelSmoothingLoss gives "

@@ -68,6 +68,10 @@ class ScriptedModel(nn.Module):
     def encode(self, src, src_mask=None, **kwargs):
         return src[..., None].float()  # (B, S, 1): the memory only carries the row's ids
 
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, **kwargs):
+        """The whole model in one call, as `tl.Transformer` offers it: decode(tgt, encode(src))."""
+        return self.decode(tgt, self.encode(src, src_mask), src_mask)
+
     def decode(self, ys, memory, src_mask=None, **kwargs):
         B, t = ys.shape
         rows = torch.arange(B)

@@ -226,8 +226,8 @@ def report(saved: dict, vocab_size: int, H1: float) -> str:
                       "`MultiHeadAttention.share_kv` repeats each shared key/value head for its group before the "
                       "attention product, so attention reads full-size keys and values whatever the number of "
                       "key/value heads; a grouped kernel (`scaled_dot_product_attention(..., enable_gqa=True)` "
-                      "on the fused path, or the broadcast of chapter 16's `grouped_attention`) would avoid that "
-                      "copy.", ""]
+                      "on the fused path, or chapter 16's `grouped_attention`, which stacks each group's queries as "
+                      "rows; a 5-D broadcast matmul copies too) would avoid that copy.", ""]
     else:
         lines += ["### Generation speed and cache size at a larger size", "",
                   "**Awaiting the final run on a quiet machine**, with the three models matched in size: "

@@ -132,7 +132,7 @@ class CausalLM(nn.Module):
         self.config = c = config
         self.embed = Embeddings(c.vocab_size, c.d_model, c.max_len, c.dropout, c.positions, c.scale_embeddings)
         d_k = c.d_model // c.n_heads
-        rotary = RotaryEmbedding(d_k) if c.positions == "rope" else None  # one table, every layer
+        rotary = RotaryEmbedding(d_k) if c.positions == "rope" else None  # no parameters: shared
         self.layers = nn.ModuleList(
             EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, bias=c.bias, norm=c.norm,
                          ffn=c.ffn, n_kv_heads=c.n_kv_heads, rotary=rotary)

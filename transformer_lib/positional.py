@@ -124,7 +124,8 @@ class LearnedPositionalEncoding(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotary position embedding, RoPE (Su et al. 2021, arXiv:2104.09864, section 3.4).
+    """Rotary position embedding, RoPE (Su et al. 2021, arXiv:2104.09864: the rotation in section
+    3.2, its element-wise form in section 3.4.2).
 
     Instead of adding a vector to the embeddings, rotate every query and key: the channel pair
     (2i, 2i+1) of the vector at position m turns by the angle m theta_i, with

@@ -96,12 +96,32 @@ def plain_maths(tex: str) -> str | None:
     return None if "\\" in s or "$" in s else s
 
 
+def _drop_fences(text: str) -> str:
+    """Drop fenced code blocks and the fence lines of MyST directives (keeping a directive's
+    body), reading line by line so that a directive's closing fence is never taken for the
+    opening of a code block."""
+    out, open_fences, code = [], [], None
+    for line in text.split("\n"):
+        m = re.match(r"^\s*(`{3,}|~{3,}|:{3,})(.*)$", line)
+        if code is not None:  # inside a code block: skip up to its own closing fence
+            if m and m.group(1) == code and not m.group(2).strip():
+                code = None
+            continue
+        if not m:
+            out.append(line)
+        elif m.group(2).strip().startswith("{"):  # a directive opens: keep its body
+            open_fences.append(m.group(1))
+        elif not m.group(2).strip() and open_fences and open_fences[-1] == m.group(1):
+            open_fences.pop()  # a directive closes
+        elif m.group(1)[0] != ":":
+            code = m.group(1)  # a code block opens
+    return "\n".join(out)
+
+
 def strip_markdown(text: str) -> list[str]:
     """The paragraphs of plain prose in one markdown text."""
-    text = re.sub(r"^(```+|~~~+)\s*\{[^}]*\}.*$", "", text, flags=re.M)  # directive fences: keep their body
+    text = _drop_fences(text)
     text = re.sub(r"^:[\w-]+:.*$", "", text, flags=re.M)  # directive options such as :class:
-    text = re.sub(r"(```+|~~~+)[^\n]*\n.*?\1", "", text, flags=re.S)  # code blocks
-    text = re.sub(r"^(```+|~~~+)\s*$", "", text, flags=re.M)  # closing fences of directives
     text = re.sub(r"\$\$.*?\$\$", " ", text, flags=re.S)  # display maths
     text = re.sub(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", " ", text, flags=re.S)
     kept: list[str | None] = []  # inline code and maths, kept out of the markup rules below

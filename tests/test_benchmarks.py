@@ -212,7 +212,8 @@ def test_gqa_speed_models_are_matched_in_size():
 def test_gpu_script_runs_on_the_cpu(tmp_path):
     (tmp_path / "RESULTS.md").write_text((BENCH / "RESULTS.md").read_text())
     out = subprocess.run([sys.executable, str(BENCH / "gpu.py"), "--device", "cpu", "--quick", "--report",
-                          "--lengths", "32", "64", "--flash-block", "16", "--threads", "1", "--output-dir", str(tmp_path)],
+                          "--lengths", "32", "64", "--flash-block", "16", "--threads", "1",
+                          "--output-dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     data = json.loads((tmp_path / "gpu.json").read_text())

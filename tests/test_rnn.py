@@ -244,7 +244,7 @@ def test_draw_seq2seq_draws_the_bottleneck_and_one_alignment_row():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transformer_lib.book.diagrams import draw_seq2seq
+    from transformer_lib.book.pictures import draw_seq2seq
 
     ax = draw_seq2seq(list("pqr"), list("xy"))
     assert "c" in [t.get_text() for t in ax.texts]  # the one summary vector

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from transformer_lib import sinusoidal_encoding
-from transformer_lib.book import viz  # noqa: E402
+from transformer_lib.book import positions, viz  # noqa: E402
 
 
 def heat_maps(fig):
@@ -60,11 +60,11 @@ def test_plot_encoding_layouts_marks_sines_and_cosines():
     pe = sinusoidal_encoding(20, 8)
     cat = torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=1)
     flags = {"interleaved": [c % 2 == 0 for c in range(8)], "concatenated": [c < 4 for c in range(8)]}
-    fig = viz.plot_encoding_layouts({"interleaved": pe, "concatenated": cat}, flags)
+    fig = positions.plot_encoding_layouts({"interleaved": pe, "concatenated": cat}, flags)
     strips, tables = heat_maps(fig)[:2], heat_maps(fig)[2:]     # the top row, then the tables
     for strip, name in zip(strips, flags):
         assert np.asarray(strip.get_array()).ravel().tolist() == [float(f) for f in flags[name]]
-        assert strip.cmap(1.0)[:3] == pytest.approx(matplotlib.colors.to_rgb(viz.SINE_COLOUR))
+        assert strip.cmap(1.0)[:3] == pytest.approx(matplotlib.colors.to_rgb(positions.SINE_COLOUR))
     for mesh, table in zip(tables, (pe, cat)):
         np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(20, 8), table.numpy())
         assert mesh.get_clim() == (-1.0, 1.0)
@@ -75,9 +75,9 @@ def test_plot_encoding_layouts_marks_sines_and_cosines():
 def test_plot_encoding_layouts_refuses_mismatched_input():
     pe = sinusoidal_encoding(5, 4)
     with pytest.raises(ValueError, match="same keys"):
-        viz.plot_encoding_layouts({"a": pe}, {"b": [True] * 4})
+        positions.plot_encoding_layouts({"a": pe}, {"b": [True] * 4})
     with pytest.raises(ValueError, match="one flag per channel"):
-        viz.plot_encoding_layouts({"a": pe}, {"a": [True] * 3})
+        positions.plot_encoding_layouts({"a": pe}, {"a": [True] * 3})
     with pytest.raises(ValueError, match="2-D"):
-        viz.plot_encoding_layouts({"a": pe[0]}, {"a": [True] * 4})
+        positions.plot_encoding_layouts({"a": pe[0]}, {"a": [True] * 4})
     plt.close("all")

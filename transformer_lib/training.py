@@ -1,20 +1,10 @@
-"""Training: teacher-forced batches, label smoothing, the warm-up schedule, and one small
-training loop with validation, early stopping and checkpoints (section 5).
-
-`train` is the book's one training loop; the loss (`losses.LabelSmoothingLoss`) and the
-learning-rate schedules (`schedules`) it uses have modules of their own. By default it trains any model with the
-Transformer's interface (`model(src, tgt_in, src_mask, tgt_mask) -> logits`) on teacher-forced
-(src, tgt) batches and measures greedy exact match: the `Transformer` and the recurrent
-`rnn.Seq2Seq`. Another task passes its own `loss_fn(model, batch, cfg)` and
-`eval_fn(model, batches, cfg) -> (accuracy, loss)` (the language models of `lm`, chapter 7's
-tagger). What differs between recipes is chosen in `TrainConfig`: the learning-rate schedule
-(`"warmup"`, the paper's equation 3, or `"constant"`, `"linear_warmup"`, `"linear_decay"`),
-Adam's betas and epsilon, clipping and label smoothing (0 gives plain cross-entropy).
-`recipes.recipe_config` and `recipes.rnn_config` are the two recipes the book uses. The
-special tokens (padding, <bos>) are those of `special_tokens`, like everywhere else.
-
-Every `TrainConfig` field is checked when the config is made, and the config is frozen (make a
-changed copy with `dataclasses.replace`)."""
+"""Training (section 5): teacher-forced batches and the book's one loop, `train`, with
+validation, early stopping, checkpoints and weight averaging (section 6.1). `train` fits any
+model with the Transformer's interface (`model(src, tgt_in, src_mask, tgt_mask) -> logits`:
+the `Transformer`, `rnn.Seq2Seq`) and measures greedy exact match; another task passes its own
+`loss_fn(model, batch, cfg)` and `eval_fn(model, batches, cfg) -> (accuracy, loss)` (`lm`).
+`TrainConfig` chooses the loss (`losses`) and schedule (`schedules`); it is checked when made
+and frozen (change a copy with `dataclasses.replace`). `recipes` holds the book's two recipes."""
 from __future__ import annotations
 
 import copy

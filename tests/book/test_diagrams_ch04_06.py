@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from transformer_lib.book import diagrams, geometry, viz  # noqa: E402
+from transformer_lib.book import geometry, pictures, positions, viz  # noqa: E402
 from transformer_lib.positional import sinusoidal_encoding  # noqa: E402
 
 
@@ -21,7 +21,7 @@ def texts(fig):
 
 def test_soft_lookup_writes_the_softmax_weights_and_the_weighted_average():
     scores, values = [2.0, 0.5, 1.75, -2.0], [10.0, 20.0, 30.0, 40.0]
-    fig = diagrams.soft_lookup(scores=scores, values=values)
+    fig = pictures.soft_lookup(scores=scores, values=values)
     weights = torch.tensor(scores).softmax(0)
     shown = texts(fig)
     for w in weights.tolist():
@@ -33,11 +33,11 @@ def test_soft_lookup_writes_the_softmax_weights_and_the_weighted_average():
 
 def test_soft_lookup_refuses_mismatched_lengths():
     with pytest.raises(ValueError, match="same non-zero length"):
-        diagrams.soft_lookup(keys=["a", "b"], scores=[1.0], values=[1.0, 2.0])
+        pictures.soft_lookup(keys=["a", "b"], scores=[1.0], values=[1.0, 2.0])
 
 
 def test_multi_head_draws_the_heads_it_names_and_the_shapes():
-    fig = diagrams.multi_head(n_heads=8, shown=3, d_model=512)
+    fig = pictures.multi_head(n_heads=8, shown=3, d_model=512)
     shown = texts(fig)
     heads = [t for t in shown if t.startswith("head ")]
     assert [t.split(":")[0] for t in heads] == ["head 1", "head 2", "head 3", "head 8"]
@@ -45,14 +45,14 @@ def test_multi_head_draws_the_heads_it_names_and_the_shapes():
     assert any("Concat" in t and "8 \\cdot 64" in t for t in shown)
     plt.close(fig)
     with pytest.raises(ValueError, match="divisible"):
-        diagrams.multi_head(n_heads=3, d_model=512)
+        pictures.multi_head(n_heads=3, d_model=512)
     with pytest.raises(ValueError, match="shown"):
-        diagrams.multi_head(shown=0)
+        pictures.multi_head(shown=0)
 
 
 def test_position_clocks_point_each_hand_at_its_pair_of_channels():
     positions, pairs, d_model = (0, 1, 7), (0, 5), 16
-    fig = diagrams.position_clocks(positions, pairs, d_model=d_model)
+    fig = pictures.position_clocks(positions, pairs, d_model=d_model)
     table = sinusoidal_encoding(8, d_model, dtype=torch.float64)
     axes = fig.axes
     assert len(axes) == len(positions) * len(pairs)
@@ -64,7 +64,7 @@ def test_position_clocks_point_each_hand_at_its_pair_of_channels():
                                                         table[pos, 2 * i + 1].item()), abs=1e-9)
     plt.close(fig)
     with pytest.raises(ValueError, match="pairs"):
-        diagrams.position_clocks(pairs=(8,), d_model=16)
+        pictures.position_clocks(pairs=(8,), d_model=16)
 
 
 def test_scaling_panels_draw_both_runs_of_every_panel():
@@ -101,22 +101,22 @@ def test_weight_rows_draw_one_bar_per_token():
 
 def test_positional_table_and_dot_products_show_the_numbers_given():
     table = sinusoidal_encoding(10, 8, dtype=torch.float64)
-    fig = viz.plot_positional_table(table, title="pe")
+    fig = positions.plot_positional_table(table, title="pe")
     image = fig.axes[0].images[0]
     assert (image.get_array() == table.numpy()).all() and image.get_clim() == (-1, 1)
     plt.close(fig)
     gram = table @ table.T
     ks = torch.arange(-9, 10)
     curve = torch.cos(ks[:, None] * 10000.0 ** (-torch.arange(0, 8, 2) / 8)).sum(-1)
-    fig = viz.plot_offset_dot_products(gram, ks, curve)
+    fig = positions.plot_offset_dot_products(gram, ks, curve)
     assert (fig.axes[0].images[0].get_array() == gram.numpy()).all()
     assert list(fig.axes[1].lines[0].get_ydata()) == pytest.approx(curve.tolist())
     assert fig.axes[0].get_title() == "$p_p \\cdot p_q$ for 10 positions"
     plt.close(fig)
     with pytest.raises(ValueError, match="2-D"):
-        viz.plot_positional_table(table[0])
+        positions.plot_positional_table(table[0])
     with pytest.raises(ValueError, match="square"):
-        viz.plot_offset_dot_products(table, ks, curve)
+        positions.plot_offset_dot_products(table, ks, curve)
 
 
 def test_offset_turns_draw_each_pair_at_its_frequency():

@@ -7,6 +7,8 @@ imports this package.
   `plot_attention` draws one attention map
 - `shapes`: pictures of tensors as blocks of their shapes (chapters 3-5)
 - `diagrams`: the model map ("you are here") and box-and-arrow figures
+- `positions`: chapter 6's figures of the sinusoidal encoding
+- `pictures`: the opening pictures of chapters 1-6, drawn with `diagrams`' boxes and arrows
 - `geometry`: points in the plane (a convex hull; a sinusoid pair's turn on the circle)
 - `norm_study`: chapter 7's post-norm/pre-norm training experiment
 - `parallel_layouts`: chapter 17's picture of who holds what under each kind of parallelism
@@ -23,10 +25,11 @@ from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
 from . import (bughunt, claims, costs, diagrams, exercises, geometry, norm_study, parallel_layouts,  # noqa: E402
-               shapes, training_figures, viz)
+               pictures, positions, shapes, training_figures, viz)
 
 __all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "costs", "diagrams",
-           "exercises", "geometry", "norm_study", "parallel_layouts", "shapes", "training_figures", "viz"]
+           "exercises", "geometry", "norm_study", "parallel_layouts", "pictures", "positions", "shapes",
+           "training_figures", "viz"]
 
 
 def __getattr__(name: str):

@@ -14,7 +14,7 @@ import math
 import torch
 from torch import nn
 
-from ... import MultiHeadAttention, scaled_dot_product_attention
+from ...attention import MultiHeadAttention, scaled_dot_product_attention
 
 __all__ = ["check_attention_head", "check_attention_backward"]
 

@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from ... import MultiHeadAttention
+from ...attention import MultiHeadAttention
 
 __all__ = ["check_heads", "check_multi_query"]
 

@@ -54,9 +54,8 @@ STATE_MIME = "application/vnd.jupyter.widget-state+json"
 LOADER = "_static/widget-loader.js"
 WIDGETS_DIR = "_static/widgets"
 
-# The attention explorer's id, and the one it had before transformer_lib.book existed (in the
-# state of notebooks executed before then: their explorers get today's front end too).
-EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer", "transformer_lib.explorer.AttentionExplorer")
+# The attention explorer's id (every chapter is executed with transformer_lib.book).
+EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer",)
 EXPLORER_FRONT_END = {
     "_esm": ROOT / "transformer_lib" / "book" / "static" / "explorer.js",
     "_css": ROOT / "transformer_lib" / "book" / "static" / "explorer.css",

@@ -26,7 +26,7 @@ import test_site as site_pages  # the shared page opener: console errors, failed
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "_build" / "html"
 # today's id, and the one in notebooks executed before transformer_lib.book existed
-EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer", "transformer_lib.explorer.AttentionExplorer")
+EXPLORER_IDS = ("transformer_lib.book.explorer.AttentionExplorer",)
 STATE_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-state\+json">(.*?)</script>', re.S)
 VIEW_SCRIPT = re.compile(r'<script type="application/vnd\.jupyter\.widget-view\+json">(.*?)</script>', re.S)
 # At most this many layers and heads of each kind are clicked through (the first and the last).

@@ -114,6 +114,19 @@ def repeated(q, k, v, mask=None):
     return pytorch_gqa(q, k.repeat_interleave(g, 1), v.repeat_interleave(g, 1), mask)
 
 
+def copied_per_head(q, k, v, mask=None):
+    """Wrong (the independent read's finding): the same g-fold copy, made in pieces, one
+    key/value head at a time, so that no single tensor is as large as the whole copy."""
+    B, h, T, d_k = q.shape
+    h_kv = k.shape[1]
+    g = h // h_kv
+    ks = [k[:, j : j + 1].expand(B, g, -1, d_k).contiguous() for j in range(h_kv)]
+    vs = [v[:, j : j + 1].expand(B, g, -1, d_k).contiguous() for j in range(h_kv)]
+    outs = [F.scaled_dot_product_attention(q[:, j * g : (j + 1) * g], ks[j], vs[j], attn_mask=mask)
+            for j in range(h_kv)]
+    return torch.cat(outs, 1)
+
+
 def folded_tiled(q, k, v, mask=None):
     """Wrong: query heads grouped by i % h_kv."""
     B, h, T, d_k = q.shape
@@ -147,6 +160,7 @@ def test_float32_answer_passes():
 @pytest.mark.parametrize("fn, message", [
     (broadcast_5d, "materialises"),
     (repeated, "materialises"),
+    (copied_per_head, "copies the keys in pieces"),
     (folded_tiled, "differs from"),
     (no_mask, "mask is not applied"),
     (no_scale, "differs from"),

@@ -2,6 +2,9 @@
 simulated in one process (exercise 2). The solutions and other right answers pass; plausible
 wrong answers, among them every one the review names, fail with a message that says what is
 wrong."""
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
@@ -18,6 +21,8 @@ def test_the_shard_solution_passes():
     lambda n, N, P: P * n / N,
     lambda n, N, P: torch.tensor(P * n / N, dtype=torch.float32),  # float32, a tensor
     lambda n, N, P: n / (N / P),                                   # the same, another way
+    lambda n, N, P: np.float32(P * n / N),                         # a NumPy float32
+    lambda n, N, P: Fraction(P * n, N),                            # an exact fraction
 ])
 def test_other_right_shard_factors_pass(right):
     assert ch17.check_shard_loss_scale(right).startswith("Correct")

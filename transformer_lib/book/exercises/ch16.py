@@ -75,12 +75,15 @@ def check_share_kv(fn) -> str:
 
 
 class _LargestStorage(TorchDispatchMode):
-    """Records the largest storage (bytes) among the outputs of every operation it sees."""
+    """Records the largest storage (bytes) among the outputs of every operation it sees, and
+    the total of all the new storages (each counted once)."""
 
     def __init__(self, known):
         super().__init__()
         self.known = known
         self.largest = 0
+        self.total = 0
+        self.seen = set()
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -89,6 +92,9 @@ class _LargestStorage(TorchDispatchMode):
                 ptr = t.untyped_storage().data_ptr()
                 if ptr not in self.known:
                     self.largest = max(self.largest, t.untyped_storage().nbytes())
+                    if ptr not in self.seen:
+                        self.seen.add(ptr)
+                        self.total += t.untyped_storage().nbytes()
         return out
 
 
@@ -99,6 +105,15 @@ def largest_new_storage(fn, *args) -> int:
     with _LargestStorage(known) as mode:
         fn(*args)
     return mode.largest
+
+
+def total_new_storage(fn, *args) -> int:
+    """Run fn(*args) and return the bytes of all the storages the operations inside it
+    created, each counted once: a copy made in pieces counts in full."""
+    known = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+    with _LargestStorage(known) as mode:
+        fn(*args)
+    return mode.total
 
 
 def _decoding_step(dtype=torch.float32):
@@ -147,6 +162,11 @@ def check_grouped_attention(fn) -> str:
         f"large as the keys copied for every query head ({full:,} bytes): a 5-D broadcast "
         "matmul or repeat_interleave materialises them; fold each group's queries into rows "
         "instead, so that each key/value head meets a plain (g T, d_k) block of queries")
-    return (f"Correct: equal to PyTorch's grouped attention, and its largest new tensor "
-            f"({largest:,} bytes) is smaller than one copy of the keys per query head "
-            f"({full:,} bytes)")
+    total = total_new_storage(fn, *_decoding_step())
+    assert total < full // 2, (
+        f"the values are right, but the function creates {total:,} bytes in all, more than half "
+        f"of the keys copied for every query head ({full:,} bytes): it copies the keys in "
+        "pieces (a loop of expand(...).contiguous() or repeat_interleave); fold each group's "
+        "queries into rows instead, so that each key/value head meets a plain (g T, d_k) block")
+    return (f"Correct: equal to PyTorch's grouped attention, and all it creates ({total:,} "
+            f"bytes) is far less than one copy of the keys per query head ({full:,} bytes)")

@@ -15,6 +15,8 @@ is wrong otherwise.
 """
 from __future__ import annotations
 
+import numbers
+
 from typing import Callable
 
 import torch
@@ -34,9 +36,9 @@ def _number(value, what: str) -> float:
             raise AssertionError(f"{what} should be one number, got a tensor of shape "
                                  f"{tuple(value.shape)}")
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, (bool, str)) or not isinstance(value, numbers.Real):
         raise AssertionError(f"{what} should be a number, got {value!r}")
-    return float(value)
+    return float(value)  # int, float, NumPy's scalars, Fraction: any real number
 
 
 def check_shard_loss_scale(fn: Callable) -> str:

@@ -146,9 +146,19 @@ def no_scale(q, k, v, mask=None):
     return folded(q * math.sqrt(q.shape[-1]), k, v, mask)
 
 
-@pytest.mark.parametrize("fn", [folded, pytorch_gqa])
-def test_copy_free_answers_pass(fn):
-    assert ch16.check_grouped_attention(fn).startswith("Correct")
+def test_copy_free_answer_passes():
+    assert ch16.check_grouped_attention(folded).startswith("Correct")
+
+
+def test_pytorch_gqa_is_judged_by_what_it_creates():
+    # PyTorch's own grouped attention copies nothing in today's releases (2.13), but older ones
+    # (2.5) repeat the keys for every query head inside it: the check must follow the storage
+    largest, full = ch16.gqa_copy_report(pytorch_gqa)
+    if largest < full and ch16.total_new_storage(pytorch_gqa, *ch16._decoding_step()) < full // 2:
+        assert ch16.check_grouped_attention(pytorch_gqa).startswith("Correct")
+    else:
+        with pytest.raises(AssertionError, match="materialises|in pieces"):
+            ch16.check_grouped_attention(pytorch_gqa)
 
 
 def test_float32_answer_passes():

@@ -118,4 +118,4 @@ def check_smoothed_loss(fn) -> str:
                 raise AssertionError(f"Not yet: on {name}, {_HINTS[slip]}")
         raise AssertionError(f"Not yet: on {name} your loss is {got:.4f}, LabelSmoothingLoss gives "
                              f"{expected.item():.4f}")
-    return "Correct: your loss equals LabelSmoothingLoss, padding, eps = 0.2 and confident logits included."
+    return "Correct: equal to LabelSmoothingLoss, with padding, eps = 0.2 and confident logits."

@@ -36,6 +36,8 @@ import statistics
 import time
 from pathlib import Path
 
+from seeds import parse_seeds  # noqa: E402  (benchmarks/ is the script's folder)
+
 import torch
 
 import transformer_lib as tl
@@ -102,14 +104,6 @@ def decayed_schedule(peak_lr: float, warmup: int, decay: float):
     """lr(step): a linear warm-up to `peak_lr` at `warmup`, then peak_lr * (warmup / step)^decay.
     decay = 0.5 is equation (3) scaled to its peak."""
     return lambda s: peak_lr * min(s / warmup, (warmup / s) ** decay)
-
-
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds.extend(range(int(lo), int(hi or lo) + 1))
-    return seeds
 
 
 def run(name: str, seed: int, threads: int, device: str | None, data, steps: int | None = None) -> dict:

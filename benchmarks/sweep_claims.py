@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from seeds import parse_seeds  # noqa: E402  (benchmarks/ is the script's folder)
+
 import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
@@ -45,14 +47,6 @@ RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 BEGIN, END = "<!-- claims sweep: begin -->", "<!-- claims sweep: end -->"
 #: A claim's worst run must stay at least this far inside its bound (relative to the bound).
 MIN_MARGIN = 0.05
-
-
-def parse_seeds(text: str) -> list[int]:
-    seeds: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        seeds.extend(range(int(lo), int(hi or lo) + 1))
-    return seeds
 
 
 def chapter_path(number: int) -> Path:

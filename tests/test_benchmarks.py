@@ -25,7 +25,7 @@ def _load(name: str):
 
 run = _load("run")
 
-FOREIGN = ("recipe study", "parallel", "chapter 16 study", "claims sweep", "gpu")
+FOREIGN = ("recipe study", "parallel", "chapter 16 study", "claims sweep", "gpu", "induction study")
 
 
 def section_text(text: str, name: str) -> str:

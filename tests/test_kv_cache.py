@@ -115,7 +115,7 @@ def test_grouped_query_attention_is_multi_head_attention_with_shared_key_value_h
 @settings(max_examples=12, deadline=None)
 @given(options=st.fixed_dictionaries({
     "positions": st.sampled_from(["sinusoidal", "learned", "rope", "none"]),
-    "norm": st.sampled_from(["layer", "rms"]), "ffn": st.sampled_from(["relu", "swiglu"]),
+    "norm": st.sampled_from(["layer", "rms"]), "ffn": st.sampled_from(["relu", "swiglu", "none"]),
     "n_kv_heads": st.sampled_from([None, 1, 2]), "bias": st.booleans(), "norm_first": st.booleans(),
     "tie_output": st.booleans()}),
     batch=st.integers(1, 3), prompt=st.integers(1, 6), new=st.integers(0, 12), seed=st.integers(0, 1000))

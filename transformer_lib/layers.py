@@ -23,8 +23,9 @@ from .kv_cache import DecoderCache, check_layer_caches
 from .positional import RotaryEmbedding
 from .residual import AddNorm, make_norm
 
-#: The feed-forward networks `make_ffn` knows.
-FFNS = ("relu", "swiglu")
+#: The feed-forward networks `make_ffn` knows; "none" leaves the sub-layer out (an
+#: attention-only block, as in the circuits studies of Elhage et al. 2021; chapter 18).
+FFNS = ("relu", "swiglu", "none")
 
 
 class FeedForward(nn.Module):
@@ -70,9 +71,12 @@ class SwiGLU(nn.Module):
         return self.w_2(self.dropout(F.silu(self.w_gate(x)) * self.w_1(x)))  # (B, T, d_ff) in between
 
 
-def make_ffn(kind: str, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> nn.Module:
-    """The position-wise network named `kind`: "relu" (`FeedForward`, the paper's) or "swiglu"."""
+def make_ffn(kind: str, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True) -> nn.Module | None:
+    """The position-wise network named `kind`: "relu" (`FeedForward`, the paper's), "swiglu",
+    or None for "none" (no feed-forward sub-layer at all)."""
     check_choice("ffn", kind, FFNS)
+    if kind == "none":
+        return None
     return (FeedForward if kind == "relu" else SwiGLU)(d_model, d_ff, dropout, bias)
 
 
@@ -85,8 +89,9 @@ class EncoderLayer(nn.Module):
     With a causal mask it is also the block of a decoder-only model (chapter 14); `cache` (a
     `KVCache`) then lets x be only the new positions of a sequence whose earlier keys and values
     are cached. The options after `bias` are today's variants (chapter 16): `norm` ("layer" or
-    "rms"), `ffn` ("relu" or "swiglu"), `n_kv_heads` (grouped-query attention) and `rotary` (a
-    `RotaryEmbedding` applied to queries and keys).
+    "rms"), `ffn` ("relu", "swiglu" or "none": attention only, no second sub-layer; chapter 18),
+    `n_kv_heads` (grouped-query attention) and `rotary` (a `RotaryEmbedding` applied to queries
+    and keys).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
@@ -97,11 +102,11 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary)
         self.ff = make_ffn(ffn, d_model, d_ff, dropout, bias)
         self.norm1 = make_norm(norm, d_model, dropout, norm_first, eps, bias)
-        self.norm2 = make_norm(norm, d_model, dropout, norm_first, eps, bias)
+        self.norm2 = None if self.ff is None else make_norm(norm, d_model, dropout, norm_first, eps, bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
         x = self.norm1(x, lambda x: self.self_attn(x, x, x, mask, cache))  # (B, S, d_model)
-        return self.norm2(x, self.ff)
+        return x if self.ff is None else self.norm2(x, self.ff)
 
 
 class DecoderLayer(nn.Module):

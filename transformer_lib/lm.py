@@ -65,7 +65,8 @@ class CausalLMConfig:
     - positions: "sinusoidal" (the paper's, added to the embeddings), "learned", "rope"
       (rotary, Su et al. 2021, applied to queries and keys) or "none";
     - ffn: "relu" (the paper's) or "swiglu" (Shazeer 2020; give it 2/3 of the d_ff to keep
-      the parameter count);
+      the parameter count), or "none": no feed-forward sub-layer, an attention-only model
+      (chapter 18; d_ff is then unused);
     - n_kv_heads: key/value heads; None means n_heads, fewer is grouped-query attention
       (Ainslie et al. 2023), 1 is multi-query attention (Shazeer 2019);
     - bias: biases in every linear layer and norm (False: none anywhere, as in Llama);
@@ -215,6 +216,8 @@ def match_d_ff(config: CausalLMConfig, n_parameters: int) -> CausalLMConfig:
     """
     check_config(config, CausalLMConfig)
     check_positive_int("n_parameters", n_parameters)
+    if config.ffn == "none":
+        raise ValueError("match_d_ff moves d_ff, which an attention-only model (ffn='none') does not use")
 
     def count(d_ff: int) -> int:
         with torch.device("meta"):

@@ -20,15 +20,16 @@ imports this package.
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
 - `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
 - `training_figures`: chapter 11's figures (the training loop, the stopping rule, the live run)
+- `induction`: chapter 18's tools (repeated sequences, per-head scores, ablation) and recipe
 """
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
-from . import (bughunt, claims, costs, diagrams, exercises, geometry, norm_study, parallel_layouts,  # noqa: E402
-               pictures, positions, shapes, training_figures, viz)
+from . import (bughunt, claims, costs, diagrams, exercises, geometry, induction, norm_study,  # noqa: E402
+               parallel_layouts, pictures, positions, shapes, training_figures, viz)
 
 __all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "costs", "diagrams",
-           "exercises", "geometry", "norm_study", "parallel_layouts", "pictures", "positions", "shapes",
+           "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures", "positions", "shapes",
            "training_figures", "viz"]
 
 

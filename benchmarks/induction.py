@@ -17,6 +17,7 @@ below half the first half's. Writes benchmarks/induction.json (one entry per run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -31,7 +32,8 @@ STORE = HERE / "induction.json"
 MARK_BEGIN, MARK_END = "<!-- induction study: begin -->", "<!-- induction study: end -->"
 
 
-def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None) -> dict:
+def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None, lr: float = 3e-3,
+            min_repeat: int | None = None) -> dict:
     import torch
 
     import transformer_lib as tl
@@ -54,8 +56,9 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None)
 
     torch.manual_seed(seed)
     model = lm.CausalLM(ind.model_config(len(vocab), n_layers))
-    cfg = ind.train_config(max_steps=steps)
-    loader = ind.induction_windows(train_ids, alphabet, 32, ind.LENGTH, steps, seed=seed)
+    min_repeat = ind.MIN_REPEAT if min_repeat is None else min_repeat
+    cfg = dataclasses.replace(ind.train_config(max_steps=steps), lr=lr)
+    loader = ind.induction_windows(train_ids, alphabet, 32, ind.LENGTH, steps, min_repeat=min_repeat, seed=seed)
     curve = {"step": [], "first": [], "repeat": [], "icl": []}
 
     def measure(step, _accuracy):
@@ -68,7 +71,7 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None)
     measure(0, None)
     history = tl.train(model, loader, [(test[:8, :-1], test[:8, 1:])], cfg, on_eval=measure,
                        loss_fn=lm.lm_loss, eval_fn=lm.lm_evaluate)
-    change = next((s for s, f, r in zip(curve["step"], curve["first"], curve["repeat"]) if r < f / 2), None)
+    change = ind.phase_change_step(curve)
 
     def text_loss():
         return lm.lm_evaluate(model, [(text_windows[:, :-1], text_windows[:, 1:])])[1]
@@ -89,7 +92,8 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None)
         for h in range(model.config.n_heads):
             with ind.ablate_heads(model, [(i, h)]):
                 ablations[f"{i}.{h}"] = {"repeat": ind.half_losses(model, test)[1], "text": text_loss()}
-    record = {"seed": seed, "layers": n_layers, "steps": steps, "phase_change": change, "curve": curve,
+    record = {"seed": seed, "layers": n_layers, "steps": steps, "lr": lr, "min_repeat": min_repeat,
+              "phase_change": change, "curve": curve,
               "heads": layers, "base": base, "ablations": ablations,
               "seconds": history.seconds, "torch": torch.__version__,
               "kernels": os.environ.get("ATEN_CPU_CAPABILITY", "native")}
@@ -133,7 +137,7 @@ def run(seeds, kernels, layers, steps, jobs, checkpoint_dir):
 def table(store: list[dict]) -> str:
     """The study's table: one row per two-layer run, with its one-layer control beside it."""
     control = {(r["seed"], r["kernels"]): r for r in store if r["layers"] == 1}
-    rows = ["| seed | kernels | phase change (step) | repeat loss, 2 layers / 1 layer | best induction score "
+    rows = ["| seed | kernels (torch) | phase change (step) | repeat loss, 2 layers / 1 layer | best induction score "
             "(layer 1) | its copying score | best previous-token score (layer 0) | repeat loss, induction head "
             "ablated | repeat loss, previous-token head ablated | text loss: base / ind. ablated / prev. ablated |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -142,7 +146,8 @@ def table(store: list[dict]) -> str:
         ih, ph = r["induction_head"], r["previous_head"]
         ablated = r["ablations"][f"1.{ih}"]
         rows.append(
-            f"| {r['seed']} | {r['kernels']} | {r['phase_change'] or 'none by ' + format(r['steps'], ',')} | "
+            f"| {r['seed']} | {r['kernels']} ({r['torch'].split('+')[0]}) | "
+            f"{r['phase_change'] or 'none by ' + format(r['steps'], ',')} | "
             f"{r['base']['repeat']:.2f} / {one['base']['repeat'] if one else float('nan'):.2f} | "
             f"{r['heads'][1]['induction'][ih]:.2f} (head {ih}) | {r['heads'][1]['copying'][ih]:.2f} | "
             f"{r['heads'][0]['previous'][ph]:.2f} (head {ph}) | {ablated['repeat']:.2f} | "
@@ -151,10 +156,13 @@ def table(store: list[dict]) -> str:
     first = store[0]
     return ("Chapter 18's attention-only model (`book.induction.model_config`, 2 layers of 4 heads, d_model 64, "
             f"learned positions) trained {first['steps']:,} steps by `book.induction.train_config` on the book's "
-            "corpus mixed with repeated random segments; losses in nats per token on 256 held-out sequences of 32 "
-            "random characters repeated (chance: ln 94 = 4.54) and on 512 windows of held-out text. Made with "
+            f"corpus mixed with repeated random segments of {first['min_repeat']} to 32 characters; losses in nats "
+            "per token on 256 held-out sequences of 32 random characters repeated (chance: ln 94 = 4.54) and on 512 "
+            "windows of held-out text; the induction head is layer 1's head with the highest induction score, the "
+            "previous-token head layer 0's with the highest previous-token score. The default and avx2 rows: "
             "`python benchmarks/induction.py run --seeds 0-4 --kernels default avx2 --steps 4000 --jobs 20` on "
-            f"the 16 CPU cores of the GPU machine (torch {first['torch']}, one thread a run); "
+            "the 16 CPU cores of the GPU machine (one thread a run); the native rows: the shipped checkpoints "
+            "(`--seeds 4 --kernels native --checkpoints DIR`, on this book's 2-core machine); "
             "`python benchmarks/induction.py report` writes this table.\n\n" + "\n".join(rows))
 
 
@@ -187,10 +195,12 @@ def main() -> int:
     o.add_argument("--layers", type=int, default=2)
     o.add_argument("--steps", type=int, default=3000)
     o.add_argument("--checkpoint", default=None)
+    o.add_argument("--lr", type=float, default=3e-3)
+    o.add_argument("--min-repeat", type=int, default=None)
     sub.add_parser("report")
     args = parser.parse_args()
     if args.command == "one":
-        print(json.dumps(one_run(args.seed, args.layers, args.steps, args.checkpoint)))
+        print(json.dumps(one_run(args.seed, args.layers, args.steps, args.checkpoint, args.lr, args.min_repeat)))
     elif args.command == "run":
         run(parse_seeds(args.seeds), args.kernels, args.layers, args.steps, args.jobs, args.checkpoints)
     else:

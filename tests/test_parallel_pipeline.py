@@ -169,3 +169,40 @@ def test_autocast_and_op_dtypes_check_their_arguments():
         parallel.Autocast(torch.nn.Linear(2, 2).double())
     with pytest.raises(TypeError, match="fn"):
         parallel.op_dtypes(3)
+
+
+# --------------------------------------------------------------------------- two dimensions: a (dp, tp) mesh
+
+
+@pytest.mark.slow
+def test_a_two_by_two_mesh_trains_one_step_like_one_process():
+    torch.manual_seed(0)
+    layer = tl.EncoderLayer(32, 4, 64, 0.0).double()
+    x = torch.randn(4, 6, 32, dtype=torch.float64)
+    reference, loss = parallel.one_process_step(layer, x, 0.1)
+    results = parallel.launch(parallel.mesh_step_worker, layer, x, 0.1, world_size=4, timeout=240)
+    full = dict(reference.named_parameters())
+    moved = max((full[n] - p).abs().max().item() for n, p in layer.named_parameters())
+    assert moved > 1e-3  # the step changed the weights
+    assert [(r["dp_rank"], r["tp_rank"]) for r in results] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert [r["tp_group"] for r in results] == [[0, 1], [0, 1], [2, 3], [2, 3]]
+    assert [r["dp_group"] for r in results] == [[0, 2], [1, 3], [0, 2], [1, 3]]
+    for r in results:
+        torch.testing.assert_close(r["loss"], loss, rtol=1e-12, atol=1e-12)
+        mine = parallel.shard_like(parallel.tensor_parallel(layer, r["tp_rank"], 2), full)
+        assert set(r["state"]) == set(mine)
+        for name, value in mine.items():
+            torch.testing.assert_close(r["state"][name], value, rtol=1e-10, atol=1e-12, msg=name)
+    # the two replicas of each slice agree bit for bit
+    for a, b in ((0, 2), (1, 3)):
+        assert all(torch.equal(results[a]["state"][n], results[b]["state"][n]) for n in results[a]["state"])
+
+
+def test_the_mesh_step_checks_its_arguments_before_communicating():
+    layer = tl.EncoderLayer(8, 2, 16, 0.0).double()
+    with pytest.raises(ValueError, match="lr"):
+        parallel.mesh_step_worker(layer, torch.zeros(2, 3, 8), 0.0)
+    with pytest.raises(ValueError, match="dp"):
+        parallel.mesh_step_worker(layer, torch.zeros(2, 3, 8), 0.1, dp=0)
+    with pytest.raises(ValueError, match="lr"):
+        parallel.one_process_step(layer, torch.zeros(2, 3, 8), -1.0)

@@ -168,7 +168,8 @@ def precision_section(data: dict) -> list[str]:
     m = p["mesh"]
     out += ["", f"bfloat16 autocast took {ratio:.2f} times as long per step as float32: the date model's"
             " 64-wide matrices are too small for the CPU's bfloat16 units (AMX here) to make up for the casts;"
-            " chapter 17 times one product at three sizes. One step of a float64 encoder layer on a (dp, tp) = (2, 2) `DeviceMesh` of 4 processes"
+            " chapter 17 times one product at three sizes. One step of a float64 encoder layer on a (dp, tp) = (2, 2)"
+            " `DeviceMesh` of 4 processes"
             f" (`parallel.mesh_step_worker`): one launch took {m['seconds']:.1f} s; the worst difference from one"
             f" process was {m['worst_weight_difference']:.1e} in a weight and {m['worst_loss_difference']:.1e} in"
             " the loss.", ""]

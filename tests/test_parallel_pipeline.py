@@ -30,7 +30,8 @@ def one_and_two():
     loss = F.cross_entropy(model(ids).flatten(0, 1), targets.flatten())
     loss.backward()
     grads = {n: p.grad for n, p in model.named_parameters()}
-    results = parallel.launch(parallel.pipeline_schedules_worker, CONFIG, model.state_dict(), ids, targets, 4, timeout=240)
+    results = parallel.launch(parallel.pipeline_schedules_worker, CONFIG, model.state_dict(), ids, targets, 4,
+                              timeout=240)
     return loss.detach(), grads, results
 
 
@@ -206,3 +207,45 @@ def test_the_mesh_step_checks_its_arguments_before_communicating():
         parallel.mesh_step_worker(layer, torch.zeros(2, 3, 8), 0.1, dp=0)
     with pytest.raises(ValueError, match="lr"):
         parallel.one_process_step(layer, torch.zeros(2, 3, 8), -1.0)
+
+
+def test_the_benchmark_reports_the_precision_and_mesh_study():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "parallel.py"
+    spec = importlib.util.spec_from_file_location("bench_parallel", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    runs = {name: {"seconds_per_step": s, "mean_loss_of_20_steps_ending_at": {"100": 1.1, "400": loss}}
+            for name, s, loss in (("float32", 0.05, 0.64), ("bfloat16 autocast", 0.1, 0.65))}
+    data = {"precision": {"date": "2026-11-26 20:33", "commit": "abc", "steps": 400, "load": 1.0, "runs": runs,
+                          "mesh": {"seconds": 9.5, "worst_weight_difference": 3e-17, "worst_loss_difference": 6e-17}}}
+    text = "\n".join(bench.section(data))
+    assert "Awaiting the final run" in text  # the timing table is not measured yet
+    assert "steps 381-400" in text and "| bfloat16 autocast | 100.0 | 1.100 | 0.650 |" in text
+    assert "2.00 times as long" in text and "9.5 s" in text
+    assert bench.precision_section({}) == []
+
+
+def test_the_schedule_figure_draws_every_pass_and_refuses_bad_input():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_lib.book import parallel_layouts
+
+    rows = {s: parallel.simulate_schedule(2, 4, s, 2) for s in ("gpipe", "1f1b")}
+    fig = parallel_layouts.draw_schedule(rows)
+    try:
+        axes = fig.axes
+        assert len(axes) == 2
+        for ax, r in zip(axes, rows.values()):
+            labels = [t.get_text() for t in ax.texts]
+            assert len(labels) == sum(slot is not None for row in r for slot in row)  # one label per busy slot
+            assert [t.get_text() for t in ax.get_yticklabels()] == ["stage 0", "stage 1"]
+            assert min(t.get_fontsize() for t in ax.texts) >= 9
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="schedules"):
+        parallel_layouts.draw_schedule({})

@@ -30,7 +30,8 @@ cluster, and take a `device` ("cuda": GPU `LOCAL_RANK`, as NCCL wants, with
   forward pass runs under `torch.autocast`, bfloat16 on the CPU) and `op_dtypes` (the dtype
   each operation computed in).
 - Pipeline parallel (GPipe, Huang et al. 2019, arXiv:1811.06965; 1F1B, Narayanan et al. 2021):
-  `LMStage`, `stage_layers`, `pipeline_worker` and `pipeline_schedules_worker` (PyTorch's `torch.distributed.pipelining`),
+  `LMStage`, `stage_layers`, `pipeline_worker` and `pipeline_schedules_worker` (PyTorch's
+  `torch.distributed.pipelining`),
   `simulate_schedule`, `idle_fraction` and `bubble_formula` (the bubble, in time slots).
 - Two kinds at once (Narayanan et al. 2021): `mesh_step_worker`, a (dp, tp) `DeviceMesh` with
   tensor parallelism inside each row and data parallelism down each column, and

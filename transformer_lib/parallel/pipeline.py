@@ -1,8 +1,8 @@
 """Pipeline parallelism: a language model's layers cut into stages, one process each, fed
 micro-batches by PyTorch's `torch.distributed.pipelining` schedules, GPipe (Huang et al. 2019,
 arXiv:1811.06965) and 1F1B (PipeDream, Narayanan et al., SOSP 2019; the flushed form used here,
-PipeDream-Flush, in section 2.2 of Narayanan et al. 2021, arXiv:2104.04473); and a simulation of those schedules in time slots,
-which counts each stage's idle time (the "bubble").
+PipeDream-Flush, in section 2.2 of Narayanan et al. 2021, arXiv:2104.04473); and a simulation of
+those schedules in time slots, which counts each stage's idle time (the "bubble").
 """
 from __future__ import annotations
 
@@ -206,7 +206,7 @@ def idle_fraction(rows: list[list[str | None]]) -> list[float]:
 def bubble_formula(stages: int, micro_batches: int) -> float:
     """(p - 1) / (m + p - 1): the idle fraction of every stage of a GPipe or 1F1B schedule with p
     stages and m micro-batches, when every forward pass takes the same time and every backward
-    pass too (GPipe's bubble overhead, Huang et al. 2019, section 2.2; Narayanan et al. 2021,
+    pass too (GPipe's bubble overhead, Huang et al. 2019; Narayanan et al. 2021,
     section 2.2.1, give the same bubble as (p - 1) / m of the ideal, bubble-free time)."""
     check_positive_int("stages", stages)
     check_positive_int("micro_batches", micro_batches)

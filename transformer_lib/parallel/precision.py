@@ -24,7 +24,8 @@ AUTOCAST_DTYPES = (torch.bfloat16, torch.float16)
 class Autocast(nn.Module):
     """`model` with its forward pass under `torch.autocast(device_type, dtype)`; the output is
     cast back to float32, so that the loss is computed in float32 outside. The parameters are
-    `model`'s own (float32), held as `module` (as DistributedDataParallel holds its model), so `state_dict()` names them "module.". Train it with the
+    `model`'s own (float32), held as `module` (as DistributedDataParallel holds its model), so
+    `state_dict()` names them "module.". Train it with the
     book's loop, `training.train`, as the model itself."""
 
     def __init__(self, model: nn.Module, dtype: torch.dtype = torch.bfloat16, device_type: str = "cpu"):

@@ -14,7 +14,14 @@ global batch 64, the book's training loop `tl.train`, the recipe of `tl.recipes`
   on the whole batch and on its shard of 32 first, as the notebook does (the other process
   waits; the shard's step is the ideal DDP step, with free communication and free cores), and
   one all-reduce of the gradients;
-- two processes with FSDP2 (`fully_shard`), 1 thread each.
+- two processes with FSDP2 (`fully_shard`), 1 thread each;
+- mixed precision (`--steps-precision`, default 400): the date model trained from one start on
+  the same batches of 32, in float32 and under bfloat16 autocast (`parallel.Autocast`), 1
+  thread: the loss over the run and the time per step of each;
+- two kinds at once: one launch of `parallel.mesh_step_worker` on a (2, 2) mesh of 4 processes
+  (one float64 step of an encoder layer), checked against one process, and its wall time.
+
+`--only precision` measures the last two alone and keeps the rest of `parallel.json`.
 
 Every setting is timed the same way: `--rounds` rounds (default 5), each a fresh model run for
 `--steps` steps (default 20) after a 2-step warm-up (`parallel.seconds_per_step`), per step; the
@@ -103,8 +110,77 @@ def measure(steps: int, rounds: int) -> dict:
             "all_reduce": bench.spread(all_reduce)}
 
 
+def measure_precision(steps: int) -> dict:
+    """float32 against bfloat16 autocast, `steps` steps of 32 dates from one start; and the
+    (dp, tp) mesh step against one process."""
+    tl.runtime.setup(seed=0, threads=1)
+    src_vocab, tgt_vocab = date_vocabs()
+    config = dict(src_vocab=len(src_vocab), tgt_vocab=len(tgt_vocab), **tl.recipes.DATE_MODEL)
+    state = parallel.build_model(config).state_dict()
+    pairs = tl.recipes.evenly_spaced(make_date_splits(seed=0).train, steps * 32)
+    random.Random(0).shuffle(pairs)
+    loader = tl.vocab.make_loader(pairs, src_vocab, tgt_vocab, batch_size=32, shuffle=False)
+    cfg = tl.recipes.recipe_config(max_steps=steps, warmup=steps // 4, target_accuracy=None)
+    out = {"date": time.strftime("%Y-%m-%d %H:%M"), **bench.git_commit(), "steps": steps,
+           "load": round(os.getloadavg()[0], 2), "runs": {}}
+    for name in ("float32", "bfloat16 autocast"):
+        model = parallel.build_model(config, state)
+        if name != "float32":
+            model = parallel.Autocast(model)
+        start = time.perf_counter()
+        losses = tl.train(model, loader, None, cfg).loss
+        seconds = (time.perf_counter() - start) / steps
+        windows = {k: sum(losses[k - 20:k]) / 20 for k in sorted({steps // 4, steps // 2, steps}) if k >= 20}
+        out["runs"][name] = {"seconds_per_step": seconds, "mean_loss_of_20_steps_ending_at": windows}
+        print(f"  {name}: {1000 * seconds:.1f} ms a step, losses {windows}", flush=True)
+    torch.manual_seed(0)
+    layer = tl.EncoderLayer(32, 4, 64, 0.0).double()
+    x = torch.randn(4, 6, 32, dtype=torch.float64)
+    reference, loss = parallel.one_process_step(layer, x, 0.1)
+    full = dict(reference.named_parameters())
+    start = time.perf_counter()
+    results = parallel.launch(parallel.mesh_step_worker, layer, x, 0.1, world_size=4, timeout=300)
+    seconds = time.perf_counter() - start
+    worst = max((r["state"][n] - v).abs().max().item() for r in results
+                for n, v in parallel.shard_like(parallel.tensor_parallel(layer, r["tp_rank"], 2), full).items())
+    out["mesh"] = {"seconds": seconds, "worst_weight_difference": worst,
+                   "worst_loss_difference": max(abs((r["loss"] - loss).item()) for r in results)}
+    print(f"  mesh (2, 2): {seconds:.1f} s for one launch, worst difference {worst:.1e}", flush=True)
+    return out
+
+
+def precision_section(data: dict) -> list[str]:
+    p = data.get("precision")
+    if not p:
+        return []
+    runs = p["runs"]
+    ends = [int(k) for k in next(iter(runs.values()))["mean_loss_of_20_steps_ending_at"]]
+    out = ["### Mixed precision and a (2, 2) mesh", "",
+           f"Measured {p['date']} at commit `{p['commit']}`, load average (1 min) {p['load']}. The date model trained"
+           f" {p['steps']} steps of 32 dates (1 thread, `tl.train`, warm-up over a quarter of the run) from one"
+           " start on the same batches, in float32 and under bfloat16 autocast (`parallel.Autocast`).", "",
+           "| run | ms per step | " + " | ".join(f"mean loss, steps {k - 19}-{k}" for k in ends) + " |",
+           "| --- | ---: | " + " | ".join("---:" for _ in ends) + " |"]
+    for name, r in runs.items():
+        out.append(f"| {name} | {1000 * r['seconds_per_step']:.1f} | "
+                   + " | ".join(f"{v:.3f}" for v in r["mean_loss_of_20_steps_ending_at"].values()) + " |")
+    ratio = runs["bfloat16 autocast"]["seconds_per_step"] / runs["float32"]["seconds_per_step"]
+    m = p["mesh"]
+    out += ["", f"bfloat16 autocast took {ratio:.2f} times as long per step as float32: the date model's"
+            " 64-wide matrices are too small for the CPU's bfloat16 units (AMX here) to make up for the casts;"
+            " chapter 17 times one product at three sizes. One step of a float64 encoder layer on a (dp, tp) = (2, 2)"
+            " `DeviceMesh` of 4 processes"
+            f" (`parallel.mesh_step_worker`): one launch took {m['seconds']:.1f} s; the worst difference from one"
+            f" process was {m['worst_weight_difference']:.1e} in a weight and {m['worst_loss_difference']:.1e} in"
+            " the loss.", ""]
+    return out
+
+
 def section(data: dict | None) -> list[str]:
     out = ["## Chapter 17: one training step on one and on two processes", ""]
+    if data is not None and "rows" not in data:
+        return out + ["**Awaiting the final run on a quiet machine** (load average below 1.5). Measure it with", "",
+                      f"    {COMMAND}", ""] + precision_section(data)
     if data is None:
         return out + ["**Awaiting the final run on a quiet machine** (load average below 1.5). Measure it with", "",
                       f"    {COMMAND}", ""]
@@ -142,7 +218,7 @@ def section(data: dict | None) -> list[str]:
             " forward and the backward pass and a reduce-scatter of its gradients, each a separate message. Which"
             " of these decides the times above is not profiled here. Chapter 17 times one process against DDP"
             " in its own cell, once, as the chapter runs.", ""]
-    return out
+    return out + precision_section(data)
 
 
 def write_report(data: dict | None) -> None:
@@ -157,6 +233,10 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="rounds of each setting (default 5)")
     parser.add_argument("--write", action="store_true", help="also write the section into benchmarks/RESULTS.md")
     parser.add_argument("--report", action="store_true", help="only re-write the section from parallel.json")
+    parser.add_argument("--steps-precision", type=int, default=400,
+                        help="training steps of the float32 / bfloat16 runs (default 400)")
+    parser.add_argument("--only", choices=("precision",), help="measure only the mixed-precision and mesh part, "
+                        "keeping the rest of parallel.json")
     args = parser.parse_args(argv)
     if args.report:
         write_report(json.loads(SAVED.read_text()) if SAVED.is_file() else None)
@@ -164,7 +244,11 @@ def main(argv=None) -> int:
     if os.environ.get("OMP_WAIT_POLICY"):
         print(f"note: OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} is set (and recorded); a reader's chapter 17"
               " runs without it", flush=True)
-    data = measure(args.steps, args.rounds)
+    if args.only == "precision":
+        data = json.loads(SAVED.read_text()) if SAVED.is_file() else {}
+    else:
+        data = measure(args.steps, args.rounds)
+    data["precision"] = measure_precision(args.steps_precision)
     SAVED.write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(section(data)))
     if args.write:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["draw_layouts", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
+__all__ = ["draw_layouts", "draw_schedule", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
 
 
 @dataclass(frozen=True)
@@ -206,3 +206,44 @@ def _grid(ax, rectangle, x0: float, rows: int, cols: int, colour, label: str) ->
         for j in range(cols):
             ax.add_patch(rectangle((x0 + j, rows - 1 - i), 1, 1, fc=colour(i, j, rows, cols), ec="white", lw=1.2))
     ax.text(x0 + cols / 2, rows + 0.25, label, ha="center", va="bottom", fontsize=9)
+
+
+def draw_schedule(schedules: dict, figsize=(10.0, 3.4)):
+    """Pipeline schedules as stage (rows) by time slot (columns): `schedules` maps a title to the
+    rows of `parallel.simulate_schedule` ("F3", "B0" or None per slot). Forward passes are blue,
+    backward passes orange and hatched (so that they differ without colour too), waiting slots
+    white; each pass is labelled with its micro-batch. One panel per schedule, one above the
+    other, on the same time axis. Returns the figure."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch, Rectangle
+
+    if not isinstance(schedules, dict) or not schedules:
+        raise ValueError("schedules must be a non-empty dict: title -> rows of simulate_schedule")
+    blue, orange = "#0072B2", "#E69F00"
+    width = max(len(row) for rows in schedules.values() for row in rows)
+    fig, axes = plt.subplots(len(schedules), 1, figsize=figsize, squeeze=False)
+    for ax, (title, rows) in zip(axes[:, 0], schedules.items()):
+        for s, row in enumerate(rows):
+            for t, slot in enumerate(row):
+                if slot is None:
+                    ax.add_patch(Rectangle((t, s), 1, 1, fc="white", ec="#BBBBBB", lw=0.8))
+                    continue
+                forward = slot.startswith("F")
+                ax.add_patch(Rectangle((t, s), 1, 1, fc=blue if forward else orange, ec="white", lw=1.2,
+                                       hatch=None if forward else "//"))
+                ax.text(t + 0.5, s + 0.5, slot[1:], ha="center", va="center", fontsize=9,
+                        color="white" if forward else "black")
+        ax.set_xlim(0, width)
+        ax.set_ylim(len(rows), 0)
+        ax.set_yticks([s + 0.5 for s in range(len(rows))], [f"stage {s}" for s in range(len(rows))], fontsize=9)
+        ax.set_xticks([])
+        ax.set_title(title, fontsize=10, loc="left")
+        for side in ("top", "right", "bottom", "left"):
+            ax.spines[side].set_visible(False)
+    axes[-1, 0].set_xlabel("time slot (one forward pass each) \u2192", fontsize=9)
+    fig.legend(handles=[Patch(fc=blue, label="forward pass of micro-batch i"),
+                        Patch(fc=orange, hatch="//", label="backward pass"),
+                        Patch(fc="white", ec="#BBBBBB", label="waiting (the bubble)")],
+               loc="lower center", ncol=3, frameon=False, fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig

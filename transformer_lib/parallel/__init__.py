@@ -26,10 +26,21 @@ cluster, and take a `device` ("cuda": GPU `LOCAL_RANK`, as NCCL wants, with
 - Sharded state (ZeRO, Rajbhandari et al. 2020, arXiv:1910.02054; PyTorch FSDP, Zhao et al.
   2023, arXiv:2304.11277): `shard_model` (FSDP2's `fully_shard`), `state_bytes`,
   `sharded_worker`.
+- Mixed precision (Micikevicius et al. 2018, arXiv:1710.03740): `Autocast` (a model whose
+  forward pass runs under `torch.autocast`, bfloat16 on the CPU) and `op_dtypes` (the dtype
+  each operation computed in).
+- Pipeline parallel (GPipe, Huang et al. 2019, arXiv:1811.06965; 1F1B, Narayanan et al. 2021):
+  `LMStage`, `stage_layers`, `pipeline_worker` and `pipeline_schedules_worker` (PyTorch's
+  `torch.distributed.pipelining`),
+  `simulate_schedule`, `idle_fraction` and `bubble_formula` (the bubble, in time slots).
+- Two kinds at once (Narayanan et al. 2021): `mesh_step_worker`, a (dp, tp) `DeviceMesh` with
+  tensor parallelism inside each row and data parallelism down each column, and
+  `one_process_step`, the same step in one process.
 - `communication_per_step`: what each kind of parallelism sends per training step, computed
   from the model's sizes.
 
-One module per kind: `launch`, `data`, `tensor`, `ring`, `sharded` and `costs`; this package
+One module per kind: `launch`, `data`, `tensor`, `ring`, `sharded`, `precision`, `pipeline`,
+`mesh` and `costs`; this package
 hands their names on.
 """
 
@@ -44,6 +55,18 @@ from .data import (
                      time_all_reduce,
 )
 from .launch import HOST, WorkerError, WorkerTimeout, all_reduce_worker, launch, worker_device
+from .mesh import mesh_step_worker, one_process_step
+from .pipeline import (
+                     SCHEDULES,
+                     LMStage,
+                     bubble_formula,
+                     idle_fraction,
+                     pipeline_schedules_worker,
+                     pipeline_worker,
+                     simulate_schedule,
+                     stage_layers,
+)
+from .precision import Autocast, op_dtypes
 from .ring import ring_attention, ring_attention_worker, sequence_block
 from .sharded import shard_model, sharded_worker, state_bytes
 from .tensor import (
@@ -66,4 +89,7 @@ __all__ = [
     "tensor_parallel", "shard_like", "tensor_parallel_worker", "count_all_reduces", "online_softmax_fold",
     "ring_attention", "ring_attention_worker", "sequence_block", "shard_model",
     "state_bytes", "sharded_worker", "communication_per_step", "all_reduce_worker",
+    "Autocast", "op_dtypes", "LMStage", "stage_layers", "pipeline_worker", "simulate_schedule",
+    "idle_fraction", "bubble_formula", "SCHEDULES", "pipeline_schedules_worker",
+    "mesh_step_worker", "one_process_step",
 ]

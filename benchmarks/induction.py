@@ -108,17 +108,22 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None,
     return record
 
 
-def run(seeds, kernels, layers, steps, jobs, checkpoint_dir):
+def run(seeds, kernels, layers, steps, jobs, checkpoint_dir, lr=3e-3, min_repeat=None):
+    from transformer_lib.book.induction import MIN_REPEAT
+
+    min_repeat = MIN_REPEAT if min_repeat is None else min_repeat
     store = json.loads(STORE.read_text()) if STORE.exists() else []
-    done = {(r["seed"], r["layers"], r["kernels"], r["steps"]) for r in store}
-    todo = [(s, n, k) for s in seeds for n in layers for k in kernels if (s, n, k, steps) not in done]
+    done = {(r["seed"], r["layers"], r["kernels"], r["steps"], r["lr"], r["min_repeat"]) for r in store}
+    todo = [(s, n, k) for s in seeds for n in layers for k in kernels
+            if (s, n, k, steps, lr, min_repeat) not in done]
 
     def launch(job):
         seed, n, kernel = job
         env = dict(os.environ, OMP_NUM_THREADS="1")
         if kernel != "native":
             env["ATEN_CPU_CAPABILITY"] = kernel
-        argv = [sys.executable, __file__, "one", "--seed", str(seed), "--layers", str(n), "--steps", str(steps)]
+        argv = [sys.executable, __file__, "one", "--seed", str(seed), "--layers", str(n), "--steps", str(steps),
+                "--lr", str(lr), "--min-repeat", str(min_repeat)]
         if checkpoint_dir and kernel == kernels[0] and seed == seeds[0]:
             argv += ["--checkpoint", str(Path(checkpoint_dir) / f"induction_{n}layer_seed{seed}.pt")]
         out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
@@ -164,8 +169,9 @@ def table(store: list[dict]) -> str:
             "windows of held-out text; the induction head is layer 1's head with the highest induction score, the "
             "previous-token head layer 0's with the highest previous-token score. The default and avx2 rows: "
             "`python benchmarks/induction.py run --seeds 0-4 --kernels default avx2 --steps 4000 --jobs 20` on "
-            "the 16 CPU cores of the GPU machine (one thread a run); the native rows: the shipped checkpoints "
-            "(`--seeds 4 --kernels native --checkpoints DIR`, on this book's 2-core machine); "
+            "the 16 CPU cores of the GPU machine (one thread a run); the native rows, on this book's 2-core machine: "
+            "seed 3 is the shipped checkpoints' run (`--seeds 3 --kernels native --checkpoints DIR`), seed 4 a "
+            "second check of the two kernel sets against this machine's own; "
             "`python benchmarks/induction.py report` writes this table.\n\n" + "\n".join(rows)
             + "".join(f"\n\nAn earlier recipe, repeated segments of {r['min_repeat']} to 32 characters, seed {r['seed']}, "
                       f"{r['kernels']} kernels, {r['steps']:,} steps: repeated half {r['base']['repeat']:.2f} nats with "
@@ -196,7 +202,9 @@ def main() -> int:
     r.add_argument("--layers", nargs="+", type=int, default=[2, 1])
     r.add_argument("--steps", type=int, default=3000)
     r.add_argument("--jobs", type=int, default=2)
-    r.add_argument("--checkpoints", default=None, help="folder for each run's model (first kernel set)")
+    r.add_argument("--checkpoints", default=None, help="folder for the first seed's models (first kernel set)")
+    r.add_argument("--lr", type=float, default=3e-3)
+    r.add_argument("--min-repeat", type=int, default=None)
     o = sub.add_parser("one")
     o.add_argument("--seed", type=int, required=True)
     o.add_argument("--layers", type=int, default=2)
@@ -209,7 +217,8 @@ def main() -> int:
     if args.command == "one":
         print(json.dumps(one_run(args.seed, args.layers, args.steps, args.checkpoint, args.lr, args.min_repeat)))
     elif args.command == "run":
-        run(parse_seeds(args.seeds), args.kernels, args.layers, args.steps, args.jobs, args.checkpoints)
+        run(parse_seeds(args.seeds), args.kernels, args.layers, args.steps, args.jobs, args.checkpoints, args.lr,
+            args.min_repeat)
     else:
         write_report()
     return 0

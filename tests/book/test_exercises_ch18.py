@@ -37,3 +37,10 @@ def test_other_right_answers_pass():
 def test_wrong_answers_fail_with_what_is_wrong(wrong, message):
     with pytest.raises(AssertionError, match=message):
         ch18.check_induction_score(wrong)
+
+
+def test_a_half_precision_answer_passes():
+    def in_half(weights, period):
+        return reference(weights.half(), period)
+
+    assert ch18.check_induction_score(in_half).startswith("Correct")

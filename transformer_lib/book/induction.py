@@ -71,10 +71,10 @@ def plot_phase_change(curves: dict[str, dict], chance: float):
         if step is not None:
             for ax in (top, bottom):
                 ax.axvline(step, color=colour, lw=1, ls="--", alpha=0.8)
-            top.text(step, chance * 1.02, f" step {step:,}", color=colour, fontsize=9, va="bottom")
+            top.text(step, chance * 1.2, f" step {step:,}", color=colour, fontsize=9, va="center")
     top.axhline(chance, color="#555555", lw=1, ls=":")
     top.set_ylabel("loss (nats per token)")
-    top.set_ylim(0, chance * 1.2)
+    top.set_ylim(0, chance * 1.3)
     top.legend(fontsize=8.5, loc="lower left", frameon=False)
     bottom.set_ylabel("in-context score\n(late loss - early loss)")
     bottom.set_xlabel("training step")

@@ -4,8 +4,9 @@ by default), and a record of the dtype each operation returns (chapter 17).
 Autocast changes no weight: the parameters and Adam's state stay float32 (the "master copies"
 of Micikevicius et al. 2018, arXiv:1710.03740), and autocast casts them to bfloat16 on the fly
 for the operations on its lower-precision list (matrix products, PyTorch's fused attention);
-other operations run in the dtype of their inputs, and a few (on the CPU, among them
-`log_softmax` and the losses) are cast up to float32. `op_dtypes` shows which is which.
+other operations run in the dtype of their inputs, and a few (on the CPU, the losses such as
+`cross_entropy` and `nll_loss`) are cast up to float32; `log_softmax` and `layer_norm` are on
+CUDA's float32 list but not the CPU's. `op_dtypes` shows which is which.
 """
 from __future__ import annotations
 

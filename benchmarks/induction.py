@@ -29,7 +29,7 @@ from seeds import parse_seeds
 
 HERE = Path(__file__).resolve().parent
 STORE = HERE / "induction.json"
-MARK_BEGIN, MARK_END = "<!-- induction study: begin -->", "<!-- induction study: end -->"
+SECTION = "induction study"  # its markers in RESULTS.md: <!-- induction study: begin --> ... end -->
 
 
 def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None, lr: float = 3e-3,
@@ -180,16 +180,11 @@ def table(store: list[dict]) -> str:
 
 
 def write_report() -> None:
+    import run as bench  # benchmarks/run.py: the report's one way of replacing a section
+
     store = json.loads(STORE.read_text())
     results = HERE / "RESULTS.md"
-    text = results.read_text()
-    section = f"{MARK_BEGIN}\n{table(store)}\n{MARK_END}"
-    if MARK_BEGIN in text:
-        before, rest = text.split(MARK_BEGIN, 1)
-        text = before + section + rest.split(MARK_END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n## Induction heads (chapter 18)\n\n" + section + "\n"
-    results.write_text(text)
+    results.write_text(bench.replace_section(results.read_text(), SECTION, table(store)).rstrip("\n") + "\n")
     print(table(store))
 
 

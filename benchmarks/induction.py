@@ -173,9 +173,10 @@ def table(store: list[dict]) -> str:
             "seed 3 is the shipped checkpoints' run (`--seeds 3 --kernels native --checkpoints DIR`), seed 4 a "
             "second check of the two kernel sets against this machine's own; "
             "`python benchmarks/induction.py report` writes this table.\n\n" + "\n".join(rows)
-            + "".join(f"\n\nAn earlier recipe, repeated segments of {r['min_repeat']} to 32 characters, seed {r['seed']}, "
-                      f"{r['kernels']} kernels, {r['steps']:,} steps: repeated half {r['base']['repeat']:.2f} nats with "
-                      f"no layer-1 induction score above {max(r['heads'][1]['induction']):.2f}."
+            + "".join(f"\n\nAn earlier recipe, repeated segments of {r['min_repeat']} to 32 characters, "
+                      f"seed {r['seed']}, {r['kernels']} kernels, {r['steps']:,} steps: repeated half "
+                      f"{r['base']['repeat']:.2f} nats with no layer-1 induction score above "
+                      f"{max(r['heads'][1]['induction']):.2f}."
                       for r in aside if r["layers"] == 2))
 
 

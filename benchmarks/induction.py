@@ -139,23 +139,36 @@ def run(seeds, kernels, layers, steps, jobs, checkpoint_dir, lr=3e-3, min_repeat
     STORE.write_text(json.dumps(store, indent=1) + "\n")
 
 
+def shifts(run: dict, control: dict | None) -> str:
+    """The in-context score's shift across the phase change (`in_context_shift`), for the run and
+    for its one-layer control at the same step; a dash without a phase change."""
+    from transformer_lib.book.induction import in_context_shift
+
+    step = run["phase_change"]
+    if step is None:
+        return "-"
+    other = f"{in_context_shift(control['curve'], step):+.2f}" if control else "-"
+    return f"{in_context_shift(run['curve'], step):+.2f} / {other}"
+
+
 def table(store: list[dict]) -> str:
     """The study's table: one row per two-layer run, with its one-layer control beside it."""
     main = [r for r in store if r["min_repeat"] == 8]  # the recipe of chapter 18
     aside = [r for r in store if r["min_repeat"] != 8]
     store = main
     control = {(r["seed"], r["kernels"]): r for r in store if r["layers"] == 1}
-    rows = ["| seed | kernels (torch) | phase change (step) | repeat loss, 2 layers / 1 layer | best induction score "
+    rows = ["| seed | kernels (torch) | phase change (step) | in-context shift at it, 2 layers / 1 layer "
+            "| repeat loss, 2 layers / 1 layer | best induction score "
             "(layer 1) | its copying score | best previous-token score (layer 0) | repeat loss, induction head "
             "ablated | repeat loss, previous-token head ablated | text loss: base / ind. ablated / prev. ablated |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in sorted((r for r in store if r["layers"] == 2), key=lambda r: (r["seed"], r["kernels"])):
         one = control.get((r["seed"], r["kernels"]))
         ih, ph = r["induction_head"], r["previous_head"]
         ablated = r["ablations"][f"1.{ih}"]
         rows.append(
             f"| {r['seed']} | {r['kernels']} ({r['torch'].split('+')[0]}) | "
-            f"{r['phase_change'] or 'none by ' + format(r['steps'], ',')} | "
+            f"{r['phase_change'] or 'none by ' + format(r['steps'], ',')} | {shifts(r, one)} | "
             f"{r['base']['repeat']:.2f} / {one['base']['repeat'] if one else float('nan'):.2f} | "
             f"{r['heads'][1]['induction'][ih]:.2f} (head {ih}) | {r['heads'][1]['copying'][ih]:.2f} | "
             f"{r['heads'][0]['previous'][ph]:.2f} (head {ph}) | {ablated['repeat']:.2f} | "

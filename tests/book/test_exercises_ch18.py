@@ -44,3 +44,12 @@ def test_a_half_precision_answer_passes():
         return reference(weights.half(), period)
 
     assert ch18.check_induction_score(in_half).startswith("Correct")
+
+
+def test_an_answer_that_changes_its_input_cannot_pass():
+    def cheat(weights, period):  # zeroes what it was given, then returns zeros
+        weights.zero_()
+        return torch.zeros(weights.shape[1])
+
+    with pytest.raises(AssertionError, match="should be"):
+        ch18.check_induction_score(cheat)

@@ -259,3 +259,48 @@ def test_ablate_heads_names_a_bad_head(heads, message):
     with pytest.raises(ValueError, match=message):
         with ind.ablate_heads(small_model(), heads):
             pass
+
+
+# ----- the in-context shift, and attention with queries and keys from two streams -----
+
+def test_in_context_shift_is_the_mean_after_minus_the_mean_before():
+    curve = {"step": list(range(0, 1000, 100)), "icl": [0.0] * 5 + [-1.0] * 5}
+    assert ind.in_context_shift(curve, 500) == -1.0
+    assert ind.in_context_shift(curve, 400, k=2) == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="evaluations before step 100"):
+        ind.in_context_shift(curve, 100)
+    with pytest.raises(ValueError, match="not one of the curve's evaluation steps"):
+        ind.in_context_shift(curve, 150)
+
+
+def test_attention_from_one_stream_is_the_layers_own_attention():
+    model = small_model()
+    ids = torch.randint(0, 30, (3, 12))
+    with torch.no_grad(), tl.record_attention(model) as weights:
+        model(ids)
+    for layer in range(2):
+        x = ind.stream_into(model, ids, layer)
+        torch.testing.assert_close(ind.attention_weights(model, layer, x, x),
+                                   weights[f"layers.{layer}.self_attn"])
+
+
+def test_the_stream_into_a_layer_feels_an_ablation_before_it_and_the_keys_follow_their_stream():
+    model = small_model()
+    ids = torch.randint(0, 30, (2, 10))
+    on = ind.stream_into(model, ids, 1)
+    with ind.ablate_heads(model, [(0, 1)]):
+        off = ind.stream_into(model, ids, 1)
+    assert not torch.allclose(on, off)
+    torch.testing.assert_close(ind.stream_into(model, ids, 0), ind.stream_into(model, ids, 0))
+    mixed = ind.attention_weights(model, 1, on, off)
+    assert not torch.allclose(mixed, ind.attention_weights(model, 1, on, on))
+    torch.testing.assert_close(mixed.sum(-1), torch.ones(2, 4, 10))
+
+
+def test_attention_weights_refuses_streams_of_different_shapes_and_rotary_layers():
+    model = small_model()
+    x = torch.randn(2, 5, 64)
+    with pytest.raises(ValueError, match="both be \\(B, T, d_model\\)"):
+        ind.attention_weights(model, 1, x, x[:, :4])
+    with pytest.raises(ValueError, match="without rotary positions"):
+        ind.attention_weights(small_model(positions="rope"), 0, x, x)

@@ -20,7 +20,8 @@ imports this package.
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
 - `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
 - `training_figures`: chapter 11's figures (the training loop, the stopping rule, the live run)
-- `induction`: chapter 18's tools (repeated sequences, per-head scores, ablation) and recipe
+- `induction`: chapter 18's tools (repeated sequences, per-head scores, ablation) and recipe;
+  `induction_figures` its figures (re-exported by `induction`)
 """
 from .setup import setup
 from .claims import claim, seed

@@ -13,7 +13,9 @@ keys read what the first head wrote: K-composition) and copies the token it find
 - `previous_token_score`, `induction_score`: per head, the attention on the previous position
   and on the token after the earlier copy of the current token (prefix matching);
 - `copying_score`: per head, how far its OV circuit maps each token to itself;
-- `half_losses`, `in_context_score`: the losses the phase change shows in;
+- `half_losses`, `in_context_score`, `in_context_shift`: the losses the phase change shows in;
+- `stream_into`, `attention_weights`: a layer's attention with its queries and its keys read
+  from different residual streams (how K-composition is shown);
 - `ablate_heads`: a context manager that zeroes the output of chosen heads;
 - `draw_circuit`: the picture of the two heads at work; `plot_phase_change` and `plot_scores`:
   the chapter's figures of the training curves and of every head's scores;
@@ -34,10 +36,12 @@ import torch.nn.functional as F
 from ..lm import CausalLM, CausalLMConfig
 from ..runtime import eval_mode
 from ..training import TrainConfig
+from .induction_figures import draw_circuit, phase_change_step, plot_phase_change, plot_scores
 
 __all__ = ["LENGTH", "MIN_REPEAT", "draw_circuit", "plot_phase_change", "plot_scores", "phase_change_step",
            "model_config", "train_config", "repeated_sequences", "induction_windows", "previous_token_score",
-           "induction_score", "copying_score", "half_losses", "in_context_score", "ablate_heads"]
+           "induction_score", "copying_score", "half_losses", "in_context_score", "in_context_shift",
+           "stream_into", "attention_weights", "ablate_heads"]
 
 
 #: The context length of chapter 18's models (the test sequences repeat a period of LENGTH // 2).
@@ -46,72 +50,9 @@ LENGTH = 64
 MIN_REPEAT = 8
 
 
-def phase_change_step(curve: dict) -> int | None:
-    """The first evaluation step at which the repeated half's loss is below half the first
-    half's (`curve` holds lists "step", "first" and "repeat"), or None if it never is."""
-    return next((s for s, f, r in zip(curve["step"], curve["first"], curve["repeat"]) if r < f / 2), None)
-
-
-def plot_phase_change(curves: dict[str, dict], chance: float):
-    """Two panels against training steps: the loss on the first and on the repeated half of the
-    test sequences for each model in `curves` (name -> curve with lists "step", "first",
-    "repeat" and "icl"), with `chance` (ln of the alphabet's size) as a dotted line; and each
-    model's in-context score. A dashed line marks each model's phase change. Returns the Figure."""
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.5, 5.6), sharex=True,
-                                      gridspec_kw={"height_ratios": [3, 2]})
-    colours = ["#D55E00", "#0072B2", "#009E73"]
-    for (name, curve), colour in zip(curves.items(), colours):
-        top.plot(curve["step"], curve["first"], color=colour, lw=1.4, ls=(0, (4, 2)),
-                 label=f"{name}: first half")
-        top.plot(curve["step"], curve["repeat"], color=colour, lw=2.2, label=f"{name}: repeated half")
-        bottom.plot(curve["step"], curve["icl"], color=colour, lw=2, label=name)
-        step = phase_change_step(curve)
-        if step is not None:
-            for ax in (top, bottom):
-                ax.axvline(step, color=colour, lw=1, ls="--", alpha=0.8)
-            top.text(step, chance * 1.2, f" step {step:,}", color=colour, fontsize=9, va="center")
-    top.axhline(chance, color="#555555", lw=1, ls=":")
-    top.set_ylabel("loss (nats per token)")
-    top.set_ylim(0, chance * 1.3)
-    top.legend(fontsize=8.5, loc="lower left", frameon=False)
-    bottom.set_ylabel("in-context score\n(late loss - early loss)")
-    bottom.set_xlabel("training step")
-    bottom.legend(fontsize=8.5, loc="lower left", frameon=False)
-    fig.tight_layout()
-    return fig
-
-
-def plot_scores(scores: dict[str, list[list[float]]], title: str | None = None):
-    """One heat map per kind of score (`scores`: kind -> one list of per-head scores per layer),
-    layers down, heads across, each cell annotated. Returns the Figure."""
-    import matplotlib.pyplot as plt
-
-    kinds = list(scores)
-    n_layers, n_heads = len(scores[kinds[0]]), len(scores[kinds[0]][0])
-    fig, axes = plt.subplots(1, len(kinds), figsize=(6.5, 0.9 + 0.75 * n_layers), squeeze=False)
-    for ax, kind in zip(axes[0], kinds):
-        values = torch.tensor(scores[kind], dtype=torch.float64)
-        low = -1.0 if (values < 0).any() else 0.0
-        ax.imshow(values.numpy(), cmap="viridis", vmin=low, vmax=1.0, aspect="auto")
-        for (i, j), v in zip(((i, j) for i in range(n_layers) for j in range(n_heads)), values.flatten()):
-            x = (float(v) - low) / (1.0 - low)
-            ax.text(j, i, f"{float(v):.2f}", ha="center", va="center", fontsize=9.5,
-                    color="black" if x > 0.55 else "white")
-        ax.set_xticks(range(n_heads), [str(h) for h in range(n_heads)])
-        ax.set_yticks(range(n_layers), [f"layer {i}" for i in range(n_layers)])
-        ax.set_xlabel("head")
-        ax.set_title(kind, fontsize=10)
-    if title:
-        fig.suptitle(title, fontsize=10.5)
-    fig.tight_layout()
-    return fig
-
-
 def model_config(vocab_size: int, n_layers: int = 2) -> CausalLMConfig:
     """Chapter 18's model: attention only (no feed-forward sub-layers), 4 heads of width 16,
-    learned positions added to unscaled embeddings (as in the models of Elhage et al. 2021)."""
+    learned positions added to unscaled embeddings."""
     return CausalLMConfig(vocab_size=vocab_size, d_model=64, n_heads=4, n_layers=n_layers, ffn="none",
                           positions="learned", scale_embeddings=False, max_len=LENGTH)
 
@@ -120,42 +61,6 @@ def train_config(max_steps: int = 3000, eval_every: int = 100) -> TrainConfig:
     """Chapter 18's training: Adam at a constant 3e-3 (after no warm-up), plain cross-entropy."""
     return TrainConfig(max_steps=max_steps, schedule="constant", lr=3e-3, label_smoothing=0.0, clip_norm=1.0,
                        eval_every=eval_every, progress=False)
-
-
-def draw_circuit(ax=None):
-    """The induction circuit on "... A B ... A": in layer 0 a previous-token head copies A into
-    the position of B; in layer 1, at the second A, the induction head's query (A) matches the
-    key of the position after A, and the head copies B to the output. Returns the Axes."""
-    import matplotlib.pyplot as plt
-
-    from .diagrams import COLOURS, box
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(6.5, 3.0))
-    tokens = ["x", "A", "B", "y", "z", "A", "?"]
-    previous, induction = "#0072B2", "#D55E00"  # Okabe-Ito blue and vermillion
-    for i, t in enumerate(tokens):
-        colour = "#FFFFFF" if t == "?" else COLOURS["io"]
-        box(ax, i, 0, t, colour, width=0.7, height=0.6, fontsize=12)
-        ax.text(i, -0.5, str(i), ha="center", va="top", fontsize=9, color="#555555")
-    ax.text(-0.6, -0.5, "position", ha="right", va="top", fontsize=9, color="#555555")
-    ax.annotate("", xy=(1, 0.32), xytext=(2, 0.32), zorder=2, arrowprops=dict(
-        arrowstyle="-|>", color=previous, lw=2, connectionstyle="arc3,rad=0.8"))
-    ax.text(0.3, 0.85, "layer 0: a previous-token head\nwrites \"after A\" into B's position",
-            ha="center", va="bottom", fontsize=9.5, color=previous)
-    ax.annotate("", xy=(2.05, 0.32), xytext=(5, 0.32), zorder=2, arrowprops=dict(
-        arrowstyle="-|>", color=induction, lw=2, connectionstyle="arc3,rad=0.45"))
-    ax.text(4.6, 1.45, "layer 1: the induction head at the second A\nits query (A) matches the key "
-            "\"after A\":\nit attends to B and copies it", ha="center", va="bottom", fontsize=9.5,
-            color=induction)
-    ax.annotate("", xy=(5.75, -0.95), xytext=(5, -0.3), zorder=2,
-                arrowprops=dict(arrowstyle="-|>", color=induction, lw=2))
-    ax.text(5.8, -1.0, "output at position 5:\nthe next token is B", ha="left", va="top", fontsize=9.5,
-            color=induction, weight="bold")
-    ax.set_xlim(-1.4, 7.6)
-    ax.set_ylim(-1.7, 2.5)
-    ax.axis("off")
-    return ax
 
 
 def _check_int(name: str, value, least: int = 1) -> None:
@@ -343,6 +248,63 @@ def in_context_score(model: CausalLM, windows: torch.Tensor, early: tuple[int, i
             raise ValueError(f"{name} must be (start, stop) with 0 <= start < stop <= {T}, got {(start, stop)}")
     loss = _per_position_loss(model, windows)
     return (loss[late[0]:late[1]].mean() - loss[early[0]:early[1]].mean()).item()
+
+
+def in_context_shift(curve: dict, step: int, k: int = 5) -> float:
+    """The mean in-context score of the k evaluations of `curve` from `step` on, minus that of
+    the k evaluations before it (`curve` holds lists "step" and "icl"). Negative: the score
+    fell (the model got better with context) across `step`."""
+    if step not in curve["step"]:
+        raise ValueError(f"step {step} is not one of the curve's evaluation steps")
+    i = curve["step"].index(step)
+    if i < k or i + k > len(curve["step"]):
+        raise ValueError(f"the curve needs {k} evaluations before step {step} and {k} from it on")
+    after, before = curve["icl"][i:i + k], curve["icl"][i - k:i]
+    return sum(after) / k - sum(before) / k
+
+
+@torch.no_grad()
+def stream_into(model: CausalLM, ids: torch.Tensor, layer: int) -> torch.Tensor:
+    """The residual stream entering `layer` when `model` reads `ids` (B, T): (B, T, d_model).
+    Any heads switched off by an enclosing `ablate_heads` stay off."""
+    _check_model(model)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(model.layers):
+        raise ValueError(f"layer must be an integer in [0, {len(model.layers) - 1}], got {layer!r}")
+    seen = {}
+    handle = model.layers[layer].register_forward_pre_hook(lambda module, args: seen.setdefault("x", args[0]))
+    try:
+        with eval_mode(model):
+            model(ids)
+    finally:
+        handle.remove()
+    return seen["x"]
+
+
+@torch.no_grad()
+def attention_weights(model: CausalLM, layer: int, queries_from: torch.Tensor,
+                      keys_from: torch.Tensor) -> torch.Tensor:
+    """The attention weights of `layer`, (B, n_heads, T, T), with its queries computed from the
+    stream `queries_from` and its keys from `keys_from` (both (B, T, d_model), as `stream_into`
+    gives them): softmax(LN(x_q) W_Q (LN(x_k) W_K)^T / sqrt(d_k)) under the causal mask, for a
+    pre-norm layer without rotary positions. With one stream for both it is the layer's own
+    attention; keys from a stream where an earlier head was switched off show whether the
+    layer's keys read that head (K-composition, Elhage et al. 2021)."""
+    _check_model(model)
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < len(model.layers):
+        raise ValueError(f"layer must be an integer in [0, {len(model.layers) - 1}], got {layer!r}")
+    block = model.layers[layer]
+    attn = block.self_attn
+    if not block.norm_first or attn.rotary is not None or attn.n_kv_heads != attn.n_heads:
+        raise ValueError("attention_weights needs a pre-norm layer without rotary positions or grouped keys")
+    if queries_from.shape != keys_from.shape or queries_from.ndim != 3:
+        raise ValueError(f"queries_from and keys_from must both be (B, T, d_model), got "
+                         f"{tuple(queries_from.shape)} and {tuple(keys_from.shape)}")
+    q = attn.split_heads(attn.w_q(block.norm1(queries_from)))  # (B, h, T, d_k)
+    k = attn.split_heads(attn.w_k(block.norm1(keys_from)))  # (B, h, T, d_k)
+    scores = q @ k.transpose(-2, -1) / attn.d_k ** 0.5  # (B, h, T, T)
+    T = scores.shape[-1]
+    causal = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
+    return scores.masked_fill(~causal, float("-inf")).softmax(-1)
 
 
 @contextlib.contextmanager

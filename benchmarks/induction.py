@@ -48,11 +48,7 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None,
     cut = int(0.9 * len(ids))
     train_ids, held_ids = ids[:cut], ids[cut:]
     alphabet = torch.tensor(sorted(set(ids.tolist())))
-    test = ind.repeated_sequences(alphabet, 256, ind.LENGTH // 2, seed=1000)
-    g = torch.Generator().manual_seed(1001)
-    starts = torch.randint(0, len(held_ids) - ind.LENGTH - 1, (512, 1), generator=g)
-    text_windows = held_ids[starts + torch.arange(ind.LENGTH + 1)]
-    early, late = (8, 16), (48, 63)
+    test, text_windows = ind.held_out_sets(alphabet, held_ids)
 
     torch.manual_seed(seed)
     model = lm.CausalLM(ind.model_config(len(vocab), n_layers))
@@ -62,11 +58,7 @@ def one_run(seed: int, n_layers: int, steps: int, checkpoint: str | None = None,
     curve = {"step": [], "first": [], "repeat": [], "icl": []}
 
     def measure(step, _accuracy):
-        first, repeat = ind.half_losses(model, test)
-        curve["step"].append(step)
-        curve["first"].append(first)
-        curve["repeat"].append(repeat)
-        curve["icl"].append(ind.in_context_score(model, text_windows, early, late))
+        ind.measure(model, curve, step, test, text_windows)
 
     measure(0, None)
     history = tl.train(model, loader, [(test[:8, :-1], test[:8, 1:])], cfg, on_eval=measure,

@@ -304,3 +304,20 @@ def test_attention_weights_refuses_streams_of_different_shapes_and_rotary_layers
         ind.attention_weights(model, 1, x, x[:, :4])
     with pytest.raises(ValueError, match="without rotary positions"):
         ind.attention_weights(small_model(positions="rope"), 0, x, x)
+
+
+def test_the_held_out_sets_are_fixed_and_one_evaluation_appends_to_every_list():
+    held = torch.arange(100, 400)
+    test, windows = ind.held_out_sets(ALPHABET, held)
+    assert test.shape == (256, ind.LENGTH) and windows.shape == (512, ind.LENGTH + 1)
+    again = ind.held_out_sets(ALPHABET, held)
+    assert torch.equal(test, again[0]) and torch.equal(windows, again[1])
+    assert torch.equal(windows[:, 1:] - windows[:, :-1], torch.ones(512, ind.LENGTH, dtype=torch.long))
+    with pytest.raises(ValueError, match="held_ids must be a 1-D tensor"):
+        ind.held_out_sets(ALPHABET, torch.arange(10))
+    model = lm.CausalLM(ind.model_config(400)).eval()
+    curve = {"step": [], "first": [], "repeat": [], "icl": []}
+    ind.measure(model, curve, 7, test[:4], windows[:4])
+    assert curve["step"] == [7]
+    assert curve["first"] == [pytest.approx(ind.half_losses(model, test[:4])[0])]
+    assert curve["icl"] == [pytest.approx(ind.in_context_score(model, windows[:4], ind.EARLY, ind.LATE))]

@@ -14,6 +14,7 @@ keys read what the first head wrote: K-composition) and copies the token it find
   and on the token after the earlier copy of the current token (prefix matching);
 - `copying_score`: per head, how far its OV circuit maps each token to itself;
 - `half_losses`, `in_context_score`, `in_context_shift`: the losses the phase change shows in;
+  `held_out_sets` and `measure`: the yardsticks every run is measured on, and one evaluation;
 - `stream_into`, `attention_weights`: a layer's attention with its queries and its keys read
   from different residual streams (how K-composition is shown);
 - `ablate_heads`: a context manager that zeroes the output of chosen heads;
@@ -38,14 +39,17 @@ from ..runtime import eval_mode
 from ..training import TrainConfig
 from .induction_figures import draw_circuit, phase_change_step, plot_phase_change, plot_scores
 
-__all__ = ["LENGTH", "MIN_REPEAT", "draw_circuit", "plot_phase_change", "plot_scores", "phase_change_step",
-           "model_config", "train_config", "repeated_sequences", "induction_windows", "previous_token_score",
-           "induction_score", "copying_score", "half_losses", "in_context_score", "in_context_shift",
-           "stream_into", "attention_weights", "ablate_heads"]
+__all__ = ["LENGTH", "EARLY", "LATE", "MIN_REPEAT", "held_out_sets", "measure", "draw_circuit",
+           "plot_phase_change", "plot_scores", "phase_change_step", "model_config", "train_config",
+           "repeated_sequences", "induction_windows", "previous_token_score", "induction_score",
+           "copying_score", "half_losses", "in_context_score", "in_context_shift", "stream_into",
+           "attention_weights", "ablate_heads"]
 
 
 #: The context length of chapter 18's models (the test sequences repeat a period of LENGTH // 2).
 LENGTH = 64
+#: The in-context score's early and late positions [start, stop) in a window of LENGTH tokens.
+EARLY, LATE = (8, 16), (48, 63)
 #: The shortest repeated segment in chapter 18's training rows (the longest is LENGTH // 2).
 MIN_REPEAT = 8
 
@@ -248,6 +252,30 @@ def in_context_score(model: CausalLM, windows: torch.Tensor, early: tuple[int, i
             raise ValueError(f"{name} must be (start, stop) with 0 <= start < stop <= {T}, got {(start, stop)}")
     loss = _per_position_loss(model, windows)
     return (loss[late[0]:late[1]].mean() - loss[early[0]:early[1]].mean()).item()
+
+
+def held_out_sets(alphabet: torch.Tensor, held_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Chapter 18's two yardsticks, the same for every run (fixed seeds): 256 sequences of
+    LENGTH // 2 random tokens of `alphabet` repeated, (256, LENGTH), and 512 windows of LENGTH + 1
+    tokens of the held-out text `held_ids` (N,), (512, LENGTH + 1)."""
+    _check_alphabet(alphabet)
+    if not isinstance(held_ids, torch.Tensor) or held_ids.ndim != 1 or len(held_ids) < LENGTH + 2:
+        raise ValueError(f"held_ids must be a 1-D tensor of at least {LENGTH + 2} token ids")
+    test = repeated_sequences(alphabet, 256, LENGTH // 2, seed=1000)
+    g = torch.Generator().manual_seed(1001)
+    starts = torch.randint(0, len(held_ids) - LENGTH - 1, (512, 1), generator=g)
+    return test, held_ids[starts + torch.arange(LENGTH + 1)]
+
+
+def measure(model: CausalLM, curve: dict, step: int, test: torch.Tensor, windows: torch.Tensor) -> None:
+    """One evaluation: append `step`, the losses on the first and the repeated half of `test`
+    and the in-context score on `windows` (EARLY against LATE) to the lists "step", "first",
+    "repeat" and "icl" of `curve`."""
+    first, repeat = half_losses(model, test)
+    curve["step"].append(step)
+    curve["first"].append(first)
+    curve["repeat"].append(repeat)
+    curve["icl"].append(in_context_score(model, windows, EARLY, LATE))
 
 
 def in_context_shift(curve: dict, step: int, k: int = 5) -> float:

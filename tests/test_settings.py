@@ -45,6 +45,11 @@ BAD = {
         "norm": ["batch", "", None], "positions": ["relative", None, dict(value="rope", d_model=12, n_heads=4)],
         "ffn": ["gelu", None], "n_kv_heads": [0, -1, 3, 2.0, True], "bias": NOT_BOOL,
         "tie_output": NOT_BOOL, "scale_embeddings": NOT_BOOL,
+        "rope_scaling": ["linear", "", "pi", dict(value="yarn", positions="rope", rope_factor=2.0)],
+        "rope_factor": [0.5, 0, NAN, INF, True, "2", 2.0, dict(value=None, positions="rope", rope_scaling="pi")],
+        "rope_trained_length": [16, dict(value=0, positions="rope", rope_scaling="yarn", rope_factor=2.0),
+                                dict(value=2.5, positions="rope", rope_scaling="yarn", rope_factor=2.0),
+                                dict(value=32, positions="rope", rope_scaling="pi", rope_factor=2.0)],
     },
     TrainConfig: {
         "max_steps": NOT_INT, "warmup": NOT_INT, "factor": [0, -1.0, NAN, INF, "1", None],

@@ -34,7 +34,7 @@ from .kv_cache import KVCache, check_layer_caches
 from .layers import FFNS, EncoderLayer
 from .masks import causal_mask
 from .model import POSITIONS, Embeddings, init_weights
-from .positional import RotaryEmbedding
+from .positional import RotaryEmbedding, check_rope_scaling
 from .residual import NORMS, make_norm
 from .runtime import device_of, eval_mode
 
@@ -71,7 +71,12 @@ class CausalLMConfig:
       (Ainslie et al. 2023), 1 is multi-query attention (Shazeer 2019);
     - bias: biases in every linear layer and norm (False: none anywhere, as in Llama);
     - tie_output: the output layer reuses the embedding matrix (Press and Wolf 2017);
-    - scale_embeddings: multiply the embeddings by sqrt(d_model) (the paper, section 3.4).
+    - scale_embeddings: multiply the embeddings by sqrt(d_model) (the paper, section 3.4);
+    - rope_scaling, rope_factor, rope_trained_length: context extension of rotary positions
+      (None, or "pi", "ntk", "yarn"; the factor s = new length / trained length; the trained
+      length, for "yarn" only): `positional.RotaryEmbedding`'s scaling, factor and
+      trained_length. They change no weight, so a trained model's state dict loads into a
+      model built with them (chapter 16).
     """
 
     vocab_size: int
@@ -89,6 +94,9 @@ class CausalLMConfig:
     bias: bool = True
     tie_output: bool = True
     scale_embeddings: bool = True
+    rope_scaling: str | None = None
+    rope_factor: float = 1.0
+    rope_trained_length: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
@@ -108,6 +116,10 @@ class CausalLMConfig:
         if self.positions == "rope" and (self.d_model // self.n_heads) % 2:
             raise ValueError(f"positions='rope' turns pairs of channels: d_k = d_model / n_heads = "
                              f"{self.d_model // self.n_heads} must be even")
+        check_rope_scaling(self.rope_scaling, self.rope_factor, self.rope_trained_length, prefix="rope_")
+        if self.rope_scaling is not None and self.positions != "rope":
+            raise ValueError(f"rope_scaling={self.rope_scaling!r} stretches rotary positions: it needs "
+                             f"positions='rope', got positions={self.positions!r}")
 
 
 class CausalLM(nn.Module):
@@ -133,7 +145,9 @@ class CausalLM(nn.Module):
         self.config = c = config
         self.embed = Embeddings(c.vocab_size, c.d_model, c.max_len, c.dropout, c.positions, c.scale_embeddings)
         d_k = c.d_model // c.n_heads
-        rotary = RotaryEmbedding(d_k) if c.positions == "rope" else None  # no parameters: shared
+        rotary = (RotaryEmbedding(d_k, scaling=c.rope_scaling, factor=c.rope_factor,
+                                  trained_length=c.rope_trained_length)
+                  if c.positions == "rope" else None)  # no parameters: shared by the layers
         self.layers = nn.ModuleList(
             EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, bias=c.bias, norm=c.norm,
                          ffn=c.ffn, n_kv_heads=c.n_kv_heads, rotary=rotary)

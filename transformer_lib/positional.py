@@ -9,8 +9,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import (check_finite, check_last_dim, check_non_negative_int, check_positive_int, check_probability,
-                      check_tensor, entry_point)
+import math
+
+from ._checks import (check_choice, check_finite, check_last_dim, check_non_negative_int, check_positive_int,
+                      check_probability, check_tensor, entry_point)
 from .runtime import book_device
 
 
@@ -25,6 +27,33 @@ def frequencies(d: int, base: float = 10000.0, dtype: torch.dtype = torch.float6
         raise ValueError(f"d must be even: the frequencies turn pairs of channels, got {d}")
     two_i = torch.arange(0, d, 2, dtype=dtype, device=device or "cpu")  # (d / 2,)
     return base ** (-two_i / d)
+
+
+#: Ways to stretch rotary positions past the trained length (`RotaryEmbedding(scaling=...)`).
+ROPE_SCALINGS = (None, "pi", "ntk", "yarn")
+#: YaRN's ramp (Peng et al. 2023, section 3.2, the values they use for Llama): pairs that turn
+#: fewer than ALPHA times over the trained length are interpolated, more than BETA times kept.
+YARN_ALPHA, YARN_BETA = 1.0, 32.0
+
+
+def check_rope_scaling(scaling, factor, trained_length, prefix: str = "") -> None:
+    """Raise ValueError naming the argument unless (scaling, factor, trained_length) is a valid
+    choice for `RotaryEmbedding`: scaling one of ROPE_SCALINGS; factor a number >= 1, and 1
+    when scaling is None; trained_length a positive int for "yarn" (its ramp counts turns over
+    the trained length) and None otherwise."""
+    check_choice(f"{prefix}scaling", scaling, ROPE_SCALINGS)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 1:
+        raise ValueError(f"{prefix}factor must be a number >= 1 (new length / trained length), got {factor!r}")
+    if scaling is None and factor != 1:
+        raise ValueError(f"{prefix}factor={factor!r} needs a {prefix}scaling ('pi', 'ntk' or 'yarn'); "
+                         "plain RoPE has factor 1")
+    if scaling == "yarn":
+        if isinstance(trained_length, bool) or not isinstance(trained_length, int) or trained_length < 1:
+            raise ValueError(f"{prefix}trained_length must be a positive int with {prefix}scaling='yarn' (its ramp "
+                             f"counts each pair's turns over the trained length), got {trained_length!r}")
+    elif trained_length is not None:
+        raise ValueError(f"{prefix}trained_length is used by 'yarn' only; got {trained_length!r} "
+                         f"with {prefix}scaling={scaling!r}")
 
 
 def _check_rows(module, x: torch.Tensor, start: int = 0) -> None:
@@ -142,22 +171,58 @@ class RotaryEmbedding(nn.Module):
     x: (..., T, d_k) at positions start .. start + T - 1 -> (..., T, d_k). No parameters and
     no table: the angles are computed for the positions asked for (in float64, then rounded to
     x's dtype), so any position works, however far past the lengths seen in training.
+
+    Context extension (`scaling`, with `factor` s = new length / trained length), each a change
+    of the frequencies only, so a trained model takes it without new weights:
+
+    - "pi", position interpolation (Chen et al. 2023, arXiv:2306.15595): theta_i / s, i.e.
+      position m is read as m / s, so s times the trained length spans the trained angles;
+    - "ntk", NTK-aware scaling (bloc97 2023, set out by Peng et al. 2023, section 3.1): the base
+      becomes base * s^(d_k / (d_k - 2)): the fastest pair is unchanged, the slowest divided by s;
+    - "yarn", YaRN (Peng et al. 2023, arXiv:2309.00071, sections 3.2 and 3.4): pair i turns
+      r_i = trained_length * theta_i / (2 pi) times over the trained length; with
+      gamma_i = clamp((r_i - ALPHA) / (BETA - ALPHA), 0, 1), theta_i becomes
+      (1 - gamma_i) theta_i / s + gamma_i theta_i (slow pairs interpolated, fast pairs kept),
+      and queries and keys are both multiplied by 0.1 ln(s) + 1, so that the logits are
+      divided by the temperature t with sqrt(1 / t) = 0.1 ln(s) + 1.
     """
 
-    def __init__(self, d_k: int, base: float = 10000.0):
+    def __init__(self, d_k: int, base: float = 10000.0, scaling: str | None = None, factor: float = 1.0,
+                 trained_length: int | None = None):
         super().__init__()
         check_positive_int("d_k", d_k)
         if d_k % 2:
             raise ValueError(f"d_k must be even: RoPE turns pairs of channels, got {d_k}")
         if not isinstance(base, (int, float)) or isinstance(base, bool) or not base > 1:
             raise ValueError(f"base must be a number > 1, got {base!r}")
+        check_rope_scaling(scaling, factor, trained_length)
         self.d_k, self.base = d_k, float(base)
+        self.scaling, self.factor, self.trained_length = scaling, float(factor), trained_length
+
+    def frequencies(self, dtype: torch.dtype = torch.float64, device=None) -> torch.Tensor:
+        """theta_i, i = 0 .. d_k/2 - 1, after the context-extension `scaling`: (d_k / 2,)."""
+        s = self.factor
+        if self.scaling == "ntk":
+            return frequencies(self.d_k, self.base * s ** (self.d_k / (self.d_k - 2)), dtype, device)
+        theta = frequencies(self.d_k, self.base, dtype, device)
+        if self.scaling == "pi":
+            return theta / s
+        if self.scaling == "yarn":
+            turns = self.trained_length * theta / (2 * math.pi)  # r_i
+            gamma = ((turns - YARN_ALPHA) / (YARN_BETA - YARN_ALPHA)).clamp(0, 1)
+            return (1 - gamma) * theta / s + gamma * theta
+        return theta
+
+    @property
+    def magnitude(self) -> float:
+        """What queries and keys are multiplied by: 0.1 ln(s) + 1 for YaRN, else 1."""
+        return 0.1 * math.log(self.factor) + 1 if self.scaling == "yarn" else 1.0
 
     def angles(self, start: int, length: int, device=None) -> torch.Tensor:
         """m theta_i for positions m = start .. start + length - 1: (length, d_k / 2), float64
         (float32 on Apple's MPS, which has no float64)."""
         dtype = torch.float32 if torch.device(device or "cpu").type == "mps" else torch.float64
-        theta = frequencies(self.d_k, self.base, dtype, device)  # (d_k / 2,)
+        theta = self.frequencies(dtype, device)  # (d_k / 2,)
         return torch.arange(start, start + length, dtype=dtype, device=device)[:, None] * theta
 
     def _check(self, x: torch.Tensor, start: int = 0) -> None:
@@ -168,13 +233,18 @@ class RotaryEmbedding(nn.Module):
     @entry_point(_check)
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         angle = self.angles(start, x.shape[-2], x.device)
-        cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)  # (T, d_k / 2)
+        cos, sin = angle.cos(), angle.sin()  # (T, d_k / 2)
+        if self.scaling == "yarn":
+            cos, sin = cos * self.magnitude, sin * self.magnitude
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)
         even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d_k / 2): the two channels of each pair
         turned = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., T, d_k / 2, 2)
         return turned.flatten(-2)
 
     def extra_repr(self) -> str:
-        return f"d_k={self.d_k}, base={self.base:g}"
+        extra = f", scaling={self.scaling!r}, factor={self.factor:g}" if self.scaling else ""
+        extra += f", trained_length={self.trained_length}" if self.trained_length else ""
+        return f"d_k={self.d_k}, base={self.base:g}" + extra
 
 
 def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -197,5 +267,5 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     return t.to(device=book_device(), dtype=dtype or torch.get_default_dtype())
 
 
-__all__ = ["frequencies", "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
+__all__ = ["frequencies", "ROPE_SCALINGS", "check_rope_scaling", "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
            "rotation_for_offset"]

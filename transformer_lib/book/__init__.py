@@ -20,16 +20,18 @@ imports this package.
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
 - `exercises`: the checks of the chapters' exercises, one module per chapter, each tested
 - `training_figures`: chapter 11's figures (the training loop, the stopping rule, the live run)
+- `context`: chapter 16's context extension (rotary models read past their trained length:
+  position interpolation, NTK-aware scaling, YaRN) and its figure
 - `induction`: chapter 18's tools (repeated sequences, per-head scores, ablation) and recipe;
   `induction_figures` its figures (re-exported by `induction`)
 """
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
-from . import (bughunt, claims, costs, diagrams, exercises, geometry, induction, norm_study,  # noqa: E402
+from . import (bughunt, claims, context, costs, diagrams, exercises, geometry, induction, norm_study,  # noqa: E402
                parallel_layouts, pictures, positions, shapes, training_figures, viz)
 
-__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "costs", "diagrams",
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "context", "costs", "diagrams",
            "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures", "positions", "shapes",
            "training_figures", "viz"]
 

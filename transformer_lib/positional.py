@@ -267,5 +267,6 @@ def rotation_for_offset(k: int, d_model: int, dtype: torch.dtype | None = None) 
     return t.to(device=book_device(), dtype=dtype or torch.get_default_dtype())
 
 
-__all__ = ["frequencies", "ROPE_SCALINGS", "check_rope_scaling", "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
+__all__ = ["frequencies", "ROPE_SCALINGS", "check_rope_scaling",
+           "sinusoidal_encoding", "PositionalEncoding", "LearnedPositionalEncoding", "RotaryEmbedding",
            "rotation_for_offset"]

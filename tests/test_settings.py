@@ -44,7 +44,7 @@ BAD = {
         "n_layers": NOT_INT, "max_len": NOT_INT, "dropout": NOT_PROB, "norm_first": NOT_BOOL,
         "norm": ["batch", "", None], "positions": ["relative", None, dict(value="rope", d_model=12, n_heads=4)],
         "ffn": ["gelu", None], "n_kv_heads": [0, -1, 3, 2.0, True], "bias": NOT_BOOL,
-        "tie_output": NOT_BOOL, "scale_embeddings": NOT_BOOL,
+        "tie_output": NOT_BOOL, "scale_embeddings": NOT_BOOL, "qk_norm": NOT_BOOL,
     },
     TrainConfig: {
         "max_steps": NOT_INT, "warmup": NOT_INT, "factor": [0, -1.0, NAN, INF, "1", None],

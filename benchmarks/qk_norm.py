@@ -19,9 +19,9 @@ every training step, over both layers and all heads, the largest attention logit
 among the allowed (causal) pairs, and the smallest mean attention entropy (the entropy of a
 query's weights, averaged over the batch and the 32 queries, for one head; the first query
 always has entropy 0, so the mean over queries is at most about ln(32) - 1). A run *failed* if
-its held-out loss is not finite or is above `FAILED_ABOVE` nats: within 0.4 of the unigram
-entropy H1 = 3.20 (a model that predicts characters by their frequency alone), where every run
-of chapter 16's protocol at its learning rate (5e-3) ends below H1 - 0.5. Runs are saved in
+its held-out loss is not finite or is above `FAILED_ABOVE` nats, H1 - 0.5, where H1 = 3.20 is
+the unigram entropy (the loss of a model that predicts characters by their frequency alone):
+chapter 16 claims that every run of its protocol at its learning rate (5e-3) ends below it. Runs are saved in
 benchmarks/qk_norm.json as they finish (the script resumes; commit the file).
 """
 from __future__ import annotations
@@ -43,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 STORE = HERE / "qk_norm.json"
 SECTION = "qk-norm study"  # its markers in RESULTS.md: <!-- qk-norm study: begin --> ... end -->
 STEPS, WARMUP, CLIP = 200, 20, 1.0
-FAILED_ABOVE = 2.8  # nats: H1 (3.20) - 0.4
+FAILED_ABOVE = 2.7  # nats: H1 (3.20) - 0.5, which every run of chapter 16's protocol gets below
 
 
 class AttentionStats:
@@ -157,8 +157,9 @@ def run(seeds, lrs, kernels, steps=STEPS, warmup=WARMUP, clip=CLIP, jobs=2, stor
         for record in pool.map(launch, todo):
             store.append(record)
             store_path.write_text(json.dumps(store) + "\n")
+            loss = record["loss"] if record["loss"] is None else round(record["loss"], 3)
             print(f"lr {record['lr']:g} seed {record['seed']} {'qk_norm' if record['qk_norm'] else 'plain  '} "
-                  f"{record['kernels']:7s}: loss {record['loss'] if record['loss'] is None else round(record['loss'], 3)}"
+                  f"{record['kernels']:7s}: loss {loss}"
                   f", max logit {record['max_logit'] or float('nan'):.1f}, min entropy {record['min_entropy']:.2f}, "
                   f"{record['seconds']:.0f} s", flush=True)
     return store
@@ -186,7 +187,7 @@ def table(store: list[dict]) -> str:
     for (steps, _, clip, warmup, lr, kernels, qk), runs in sorted(groups.items()):
         seeds = sorted(r["seed"] for r in runs)
         losses = [r["loss"] for r in runs]
-        n_bad = sum(r["failed"] for r in runs)
+        n_bad = sum(failed(math.nan if r["loss"] is None else r["loss"]) for r in runs)
         not_finite = sum(r["loss"] is None for r in runs)
         bad = f"{n_bad} of {len(runs)}" + (f" ({not_finite} not finite)" if not_finite else "")
         rows.append(f"| {steps}, {clip or 'none'}, {warmup} | {lr:g} | {kernels} | "
@@ -199,7 +200,8 @@ def table(store: list[dict]) -> str:
             "the rotation; Dehghani et al. 2023), trained by chapter 16's protocol with the peak learning rate "
             "raised: Adam (0.9, 0.98), linear warm-up then constant, batches of 16 windows of 32 characters, "
             "1 thread. Held-out loss in nats per character (unigram entropy H1 = "
-            f"{h1:.2f}); a run *failed* if that loss is not finite or above {FAILED_ABOVE} (H1 - 0.4). Largest "
+            f"{h1:.2f}); a run *failed* if that loss is not finite or above {FAILED_ABOVE} (H1 - 0.5, below "
+            "which chapter 16 claims every run of its protocol ends). Largest "
             "logit: max |q.k|/sqrt(d_k) over allowed pairs, layers, heads and training steps; smallest mean "
             "entropy: of a head's attention weights, averaged over batch and queries, minimum over heads and "
             "steps (nats; ln 32 = 3.47). Ranges are over the seeds. "

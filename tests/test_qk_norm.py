@@ -94,7 +94,10 @@ def test_the_norm_comes_before_the_rotation():
     assert not torch.allclose(rec.q, attn.q_norm(rotary(q, 0)))
 
 
-@pytest.mark.parametrize("options", [dict(), dict(norm="rms", positions="rope", ffn="swiglu", n_kv_heads=2, bias=False)])
+MODERN = dict(norm="rms", positions="rope", ffn="swiglu", n_kv_heads=2, bias=False)
+
+
+@pytest.mark.parametrize("options", [dict(), MODERN])
 def test_generation_with_a_cache_equals_the_full_forward(options):
     torch.manual_seed(0)
     model = lm.CausalLM(dataclasses.replace(BASE, **options)).double().eval()

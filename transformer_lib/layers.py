@@ -16,8 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (check_bool, check_choice, check_finite, check_last_dim, check_positive_int, check_probability, check_tensor,
-                      entry_point)
+from ._checks import (check_bool, check_choice, check_finite, check_last_dim, check_positive_int, check_probability,
+                      check_tensor, entry_point)
 from .attention import KVCache, MultiHeadAttention, check_mask
 from .kv_cache import DecoderCache, check_layer_caches
 from .positional import RotaryEmbedding

@@ -169,8 +169,8 @@ def _span(values, fmt="{:.2f}") -> str:
     values = [v for v in values if v is not None and math.isfinite(v)]
     if not values:
         return "-"
-    low, high = min(values), max(values)
-    return fmt.format(low) if low == high else f"{fmt.format(low)} to {fmt.format(high)}"
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low} to {high}"
 
 
 def table(store: list[dict]) -> str:

@@ -50,6 +50,7 @@ BAD = {
         "rope_trained_length": [16, dict(value=0, positions="rope", rope_scaling="yarn", rope_factor=2.0),
                                 dict(value=2.5, positions="rope", rope_scaling="yarn", rope_factor=2.0),
                                 dict(value=32, positions="rope", rope_scaling="pi", rope_factor=2.0)],
+        "qk_norm": NOT_BOOL,
     },
     TrainConfig: {
         "max_steps": NOT_INT, "warmup": NOT_INT, "factor": [0, -1.0, NAN, INF, "1", None],

@@ -15,7 +15,8 @@ inputs once; the attention modules inside a model do not check again at every la
 values of the new positions only, writes the keys and values into the cache in place, and
 attends over everything cached so far (chapter 14). With fewer key/value heads than query heads
 it is grouped-query attention, and with a `positional.RotaryEmbedding` it rotates queries and
-keys by their positions (chapter 16).
+keys by their positions (chapter 16). With `qk_norm` it normalises each head's queries and keys
+before rotating them (QK-norm, Dehghani et al. 2023; chapter 16).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from ._checks import check_finite, check_positive_int, check_probability, check_
 from .kv_cache import KVCache
 from .masks import has_allowed_key, masked_softmax
 from .positional import RotaryEmbedding
+from .residual import NORMS, make_norm
 
 
 def check_mask(mask, scores_shape: tuple[int, ...], name: str = "mask") -> None:
@@ -152,6 +154,15 @@ class MultiHeadAttention(nn.Module):
             (Su et al. 2021), or None. Positions count from 0, or from the cache's length.
         d_k: the width of a head, if not d_model / n_heads; the heads then span h d_k features
             (tensor parallelism keeps some of the heads of a layer: `parallel.ParallelAttention`).
+        qk_norm: None, or the norm ("layer" or "rms", as `residual.make_norm`) applied to each
+            head's d_k query channels and d_k key channels after their projections, before the
+            rotary positions and the scaled dot product: QK-norm (Dehghani et al. 2023,
+            "Scaling Vision Transformers to 22 Billion Parameters", arXiv:2302.05442, with
+            LayerNorm; OLMo 2 and Gemma 3 use RMSNorm). One norm per role, `q_norm`
+            and `k_norm`, shared by all heads; its gain (and, for LayerNorm with `bias`, its
+            bias) is learned. With RMSNorm and gains g_q, g_k every score is then bounded:
+            |q.k| / sqrt(d_k) <= max|g_q| max|g_k| sqrt(d_k), whatever the input. The cache
+            stores keys after the norm (and the rotation).
 
     Set `record_weights = True` to keep the last attention weights, (batch, n_heads, q_len,
     k_len), in `last_weights` (this takes the explicit path). Otherwise the fused kernel is used
@@ -160,10 +171,10 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, fused: bool = True,
                  attention_fn=scaled_dot_product_attention, n_kv_heads: int | None = None,
-                 rotary: RotaryEmbedding | None = None, d_k: int | None = None):
+                 rotary: RotaryEmbedding | None = None, d_k: int | None = None, qk_norm: str | None = None):
         super().__init__()
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k)
+        _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k, qk_norm)
         self.d_model, self.n_heads, self.n_kv_heads = d_model, n_heads, n_kv_heads
         self.d_k = d_model // n_heads if d_k is None else d_k
         self.attention_fn = attention_fn
@@ -173,6 +184,10 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(n_heads * self.d_k, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
         self.rotary = rotary
+        self.qk_norm = qk_norm
+        # QK-norm: one norm for the queries and one for the keys, over d_k, shared by the heads
+        self.q_norm = None if qk_norm is None else make_norm(qk_norm, self.d_k, bias=bias)
+        self.k_norm = None if qk_norm is None else make_norm(qk_norm, self.d_k, bias=bias)
         self.fused = fused
         self.record_weights = False
         self.last_weights: torch.Tensor | None = None
@@ -234,11 +249,15 @@ class MultiHeadAttention(nn.Module):
         project key and value again: the memory's keys and values are computed once."""
         start = 0 if cache is None else cache.length
         q = self.split_heads(self.w_q(query))  # (B, h, T_q, d_k)
+        if self.q_norm is not None:  # QK-norm: each query vector normalised over its d_k channels
+            q = self.q_norm(q)
         if cache is not None and cache.fixed and cache.length:
             k, v = cache.cached()  # cross-attention after its first step: nothing to compute
         else:
             k = self.split_heads(self.w_k(key), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
             v = self.split_heads(self.w_v(value), self.n_kv_heads)  # (B, h_kv, T_k, d_k)
+            if self.k_norm is not None:  # QK-norm on the keys, before the rotation and the cache
+                k = self.k_norm(k)
             if self.rotary is not None:  # RoPE: turn each query and key by its position
                 q, k = self.rotary(q, start), self.rotary(k, start)
             if cache is not None:
@@ -260,7 +279,7 @@ class MultiHeadAttention(nn.Module):
         return x if group == 1 else x.repeat_interleave(group, dim=1)
 
 
-def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k) -> None:
+def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_k, qk_norm=None) -> None:
     check_positive_int("d_model", d_model)
     check_positive_int("n_heads", n_heads)
     check_positive_int("n_kv_heads", n_kv_heads)
@@ -279,6 +298,8 @@ def _check_heads(d_model, n_heads, n_kv_heads, dropout, attention_fn, rotary, d_
         head = d_model // n_heads if d_k is None else d_k
         if rotary.d_k != head:
             raise ValueError(f"rotary was built for d_k={rotary.d_k}, but the heads have d_k={head}")
+    if qk_norm is not None and (not isinstance(qk_norm, str) or qk_norm not in NORMS):
+        raise ValueError(f"qk_norm must be None or one of the norms {NORMS}, got {qk_norm!r}")
 
 
 def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:

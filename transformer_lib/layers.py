@@ -16,12 +16,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import (check_choice, check_finite, check_last_dim, check_positive_int, check_probability, check_tensor,
-                      entry_point)
+from ._checks import (check_bool, check_choice, check_finite, check_last_dim, check_positive_int, check_probability,
+                      check_tensor, entry_point)
 from .attention import KVCache, MultiHeadAttention, check_mask
 from .kv_cache import DecoderCache, check_layer_caches
 from .positional import RotaryEmbedding
-from .residual import AddNorm, make_norm
+from .residual import NORMS, AddNorm, make_norm
 
 #: The feed-forward networks `make_ffn` knows; "none" leaves the sub-layer out (an
 #: attention-only block, as in the circuits studies of Elhage et al. 2021; chapter 18).
@@ -90,16 +90,21 @@ class EncoderLayer(nn.Module):
     `KVCache`) then lets x be only the new positions of a sequence whose earlier keys and values
     are cached. The options after `bias` are today's variants (chapter 16): `norm` ("layer" or
     "rms"), `ffn` ("relu", "swiglu" or "none": attention only, no second sub-layer; chapter 18),
-    `n_kv_heads` (grouped-query attention) and `rotary` (a `RotaryEmbedding` applied to queries
-    and keys).
+    `n_kv_heads` (grouped-query attention), `rotary` (a `RotaryEmbedding` applied to queries
+    and keys) and `qk_norm` (QK-norm: queries and keys normalised per head by a norm of the
+    kind `norm`, before the rotation; Dehghani et al. 2023; see `MultiHeadAttention`).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1,
                  norm_first: bool = False, eps: float = 1e-5, bias: bool = True, norm: str = "layer",
-                 ffn: str = "relu", n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None):
+                 ffn: str = "relu", n_kv_heads: int | None = None, rotary: RotaryEmbedding | None = None,
+                 qk_norm: bool = False):
         super().__init__()
+        check_bool("qk_norm", qk_norm)
+        check_choice("norm", norm, NORMS)
         self.d_model, self.norm_first = d_model, norm_first
-        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout, bias=bias, n_kv_heads=n_kv_heads, rotary=rotary,
+                                            qk_norm=norm if qk_norm else None)
         self.ff = make_ffn(ffn, d_model, d_ff, dropout, bias)
         self.norm1 = make_norm(norm, d_model, dropout, norm_first, eps, bias)
         self.norm2 = None if self.ff is None else make_norm(norm, d_model, dropout, norm_first, eps, bias)

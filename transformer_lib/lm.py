@@ -8,8 +8,8 @@ no cross-attention. This module adds what generation needs:
 - `CausalLMConfig` and `CausalLM`: embedding * sqrt(d_model) + sinusoidal positions, n_layers
   `EncoderLayer`s under a causal mask, a final norm (pre-norm, as in GPT-2) and an output layer
   tied to the embedding; the config's later fields switch on today's variants one at a time
-  (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied output;
-  chapter 16);
+  (RMSNorm, rotary positions, SwiGLU, grouped-query attention, no biases, untied output,
+  QK-norm; chapter 16);
 - the key/value cache: `model.new_cache(batch_size)` gives one `attention.KVCache` per layer,
   and `model(ids, cache=cache)` runs only the new tokens through the same layers, which read
   and extend the cache in place;
@@ -77,6 +77,9 @@ class CausalLMConfig:
       length, for "yarn" only): `positional.RotaryEmbedding`'s scaling, factor and
       trained_length. They change no weight, so a trained model's state dict loads into a
       model built with them (chapter 16).
+    - qk_norm: QK-norm, each head's queries and keys normalised over their d_k channels by a
+      norm of the kind `norm` before the rotary positions and the dot product (Dehghani et al.
+      2023, arXiv:2302.05442, with LayerNorm; OLMo 2 and Gemma 3 with RMSNorm).
     """
 
     vocab_size: int
@@ -97,12 +100,13 @@ class CausalLMConfig:
     rope_scaling: str | None = None
     rope_factor: float = 1.0
     rope_trained_length: int | None = None
+    qk_norm: bool = False
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "n_layers", "max_len"):
             check_positive_int(name, getattr(self, name))
         check_probability("dropout", self.dropout)
-        for name in ("norm_first", "bias", "tie_output", "scale_embeddings"):
+        for name in ("norm_first", "bias", "tie_output", "scale_embeddings", "qk_norm"):
             check_bool(name, getattr(self, name))
         check_choice("norm", self.norm, NORMS)
         check_choice("positions", self.positions, POSITIONS)
@@ -150,7 +154,7 @@ class CausalLM(nn.Module):
                   if c.positions == "rope" else None)  # no parameters: shared by the layers
         self.layers = nn.ModuleList(
             EncoderLayer(c.d_model, c.n_heads, c.d_ff, c.dropout, c.norm_first, bias=c.bias, norm=c.norm,
-                         ffn=c.ffn, n_kv_heads=c.n_kv_heads, rotary=rotary)
+                         ffn=c.ffn, n_kv_heads=c.n_kv_heads, rotary=rotary, qk_norm=c.qk_norm)
             for _ in range(c.n_layers))
         self.norm = make_norm(c.norm, c.d_model, bias=c.bias) if c.norm_first else nn.Identity()
         self.out = nn.Linear(c.d_model, c.vocab_size, bias=c.bias)

@@ -49,14 +49,21 @@ def test_one_rotary_layer_with_a_sliding_cache_equals_a_banded_mask():
     # RoPE scores depend only on offsets, so renumbering the cache from 0 changes nothing in one layer
     model = small_model("rope", n_layers=1)
     x, y = torch.randint(0, 20, (2, 40)), torch.randint(0, 20, (2, 40))
-    i = torch.arange(40)
-    band = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < 8)
-    with torch.no_grad():
-        h = model.layers[0](model.embed(x), band)
-        banded = per_position(model.out(model.norm(h)), y)
+    banded = sinks.banded_loss(model, x, y, 8)
     torch.testing.assert_close(sinks.streaming_loss(model, x, y, 8, chunk=5), banded)
     # keeping sink tokens changes what the late positions read
     assert not torch.allclose(sinks.streaming_loss(model, x, y, 8, 2)[8:], banded[8:])
+
+
+def test_a_band_as_wide_as_the_sequence_is_the_plain_run_and_a_narrow_one_is_not():
+    model = small_model("sinusoidal", n_layers=2)
+    x, y = torch.randint(0, 20, (2, 30)), torch.randint(0, 20, (2, 30))
+    with torch.no_grad():
+        full = per_position(model(x), y)
+    torch.testing.assert_close(sinks.banded_loss(model, x, y, 30), full)
+    narrow = sinks.banded_loss(model, x, y, 4)
+    torch.testing.assert_close(narrow[:4], full[:4])  # the first positions see all they saw before
+    assert not torch.allclose(narrow[10:], full[10:])
 
 
 def test_each_cache_is_read_with_positions_counted_from_zero():
@@ -107,6 +114,8 @@ def test_recorded_weights_of_a_model_feed_the_scores():
 
 @pytest.mark.parametrize("call, message", [
     (lambda: sinks.streaming_inputs(torch.zeros(2, 5, dtype=torch.long), 6), "window"),
+    (lambda: sinks.banded_loss(small_model(), torch.zeros(2, 5, dtype=torch.long),
+                               torch.zeros(2, 5, dtype=torch.long), 0), "window"),
     (lambda: sinks.streaming_inputs(torch.zeros(2, 5, dtype=torch.long), 3, 3), "n_sink"),
     (lambda: sinks.streaming_inputs(torch.zeros(2, 5, dtype=torch.long), 3, 1, start=1), "start"),
     (lambda: sinks.streaming_inputs(torch.zeros(5, dtype=torch.long), 3), "x must be"),

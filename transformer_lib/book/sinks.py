@@ -13,7 +13,8 @@ most recent ones, with positions numbered inside the cache.
   uniform attention;
 - `streaming_inputs`: for every target position, the cache a streaming model reads (the first
   `n_sink` tokens and the most recent ones), as one batch;
-- `streaming_loss`: the loss at each position when every prediction reads only such a cache.
+- `streaming_loss`: the loss at each position when every prediction reads only such a cache;
+  `banded_loss`, the same with a banded causal mask instead (absolute positions kept).
 
 Every function takes weights recorded by `transformer_lib.record_attention` or a
 `lm.CausalLM`; none changes the model.
@@ -28,7 +29,7 @@ import torch.nn.functional as F
 from ..lm import CausalLM
 from ..runtime import eval_mode
 
-__all__ = ["sink_scores", "uniform_share", "relative_weight", "streaming_inputs", "streaming_loss"]
+__all__ = ["sink_scores", "uniform_share", "relative_weight", "streaming_inputs", "streaming_loss", "banded_loss"]
 
 
 def _check_weights(weights: torch.Tensor, start: int) -> None:
@@ -155,3 +156,26 @@ def streaming_loss(model: CausalLM, x: torch.Tensor, y: torch.Tensor, window: in
         loss = F.cross_entropy(last, targets, reduction="none").view(x.shape[0], -1).mean(0)
         losses.append(loss)
     return torch.cat(losses)
+
+
+@torch.no_grad()
+def banded_loss(model: CausalLM, x: torch.Tensor, y: torch.Tensor, window: int) -> torch.Tensor:
+    """The cross-entropy at each position, averaged over the batch, when every layer lets each
+    position attend only to itself and the window - 1 positions before it (a banded causal mask,
+    as Mistral 7B's sliding window; Jiang et al. 2023), positions counted from the start of x as
+    usual. Stacked layers reach further back: L layers see up to L (window - 1) positions.
+    model: a `lm.CausalLM`; x, y: (B, T). Returns (T,)."""
+    if not isinstance(model, CausalLM):
+        raise TypeError(f"model must be a lm.CausalLM, got {type(model).__name__}")
+    if not isinstance(x, torch.Tensor) or not isinstance(y, torch.Tensor) or x.ndim != 2 or x.shape != y.shape:
+        raise ValueError(f"x and y must be token ids of the same shape (batch, T), got "
+                         f"{getattr(x, 'shape', x)} and {getattr(y, 'shape', y)}")
+    _check_count("window", window, 1, x.shape[1])
+    i = torch.arange(x.shape[1], device=x.device)
+    band = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < window)  # (T, T)
+    with eval_mode(model):
+        h = model.embed(x)
+        for layer in model.layers:
+            h = layer(h, band)
+        logits = model.out(model.norm(h))  # (B, T, V)
+    return F.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(0)

@@ -148,9 +148,9 @@ def table(store: list[dict]) -> str:
     first = store[0]
     sink_rows = ["| variant | steps | runs (seeds; kernels) | held-out loss | largest weight on position 0, "
                  "any head (uniform: {:.3f}) | mean over heads | largest weight on positions 0-3 (uniform: {:.3f}) "
-                 "| weight on spaces / uniform, per head: lowest to highest |".format(first["uniform_first"],
+                 "| weight on spaces / uniform: any head | keenest head of a run |".format(first["uniform_first"],
                                                                                          first["uniform_first4"]),
-                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     loss_rows = ["| variant | steps | positions 0-31, full context | 128-255: full context | banded window "
                  "(absolute positions) | last 32, renumbered | first 4 + last 28, renumbered | sinks minus last 32, "
                  "per run |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -162,8 +162,11 @@ def table(store: list[dict]) -> str:
         mean = [sum(sum(h) for h in r["sink_first"]) / sum(len(h) for h in r["sink_first"]) for r in runs]
         top4 = [max(max(h) for h in r["sink_first4"]) for r in runs]
         space = [x for r in runs for layer in r["space"] for x in layer]
+        keenest = [max(max(layer) for layer in r["space"]) for r in runs]
+        of_uniform = _range([t / r["uniform_first"] for t, r in zip(top, runs)], ".2f")
         sink_rows.append(f"| {variant} | {steps:,} | {who} | {_range([r['heldout_loss'] for r in runs])} | "
-                         f"{_range(top)} | {_range(mean)} | {_range(top4)} | {_range(space, '.2f')} |")
+                         f"{_range(top)} ({of_uniform} of uniform) | {_range(mean)} | {_range(top4)} | "
+                         f"{_range(space, '.2f')} | {_range(keenest, '.2f')} |")
         L = [r["losses"] for r in runs]
         loss_rows.append(f"| {variant} | {steps:,} | {_range([x['full_in_range'] for x in L])} | "
                          f"{_range([x['full'] for x in L])} | {_range([x['banded'] for x in L])} | "

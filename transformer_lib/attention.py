@@ -158,7 +158,8 @@ class MultiHeadAttention(nn.Module):
             head's d_k query channels and d_k key channels after their projections, before the
             rotary positions and the scaled dot product: QK-norm (Dehghani et al. 2023,
             "Scaling Vision Transformers to 22 Billion Parameters", arXiv:2302.05442, with
-            LayerNorm; OLMo 2 and Gemma 3 use RMSNorm). One norm per role, `q_norm`
+            LayerNorm; Gemma 3 uses RMSNorm per head, as here; OLMo 2 normalises the whole
+            query and key projections, across heads). One norm per role, `q_norm`
             and `k_norm`, shared by all heads; its gain (and, for LayerNorm with `bias`, its
             bias) is learned. With RMSNorm and gains g_q, g_k every score is then bounded:
             |q.k| / sqrt(d_k) <= max|g_q| max|g_k| sqrt(d_k), whatever the input. The cache

@@ -79,7 +79,7 @@ class CausalLMConfig:
       model built with them (chapter 16).
     - qk_norm: QK-norm, each head's queries and keys normalised over their d_k channels by a
       norm of the kind `norm` before the rotary positions and the dot product (Dehghani et al.
-      2023, arXiv:2302.05442, with LayerNorm; OLMo 2 and Gemma 3 with RMSNorm).
+      2023, arXiv:2302.05442, with LayerNorm; Gemma 3 per head with RMSNorm).
     """
 
     vocab_size: int

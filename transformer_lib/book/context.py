@@ -79,7 +79,8 @@ def fine_tune(model: CausalLM, train_ids: torch.Tensor, length: int, steps: int,
               lr: float = 1e-3, batch: int = 16) -> CausalLM:
     """A copy of `model` trained `steps` more steps on `batch` random windows of `length` tokens
     of `train_ids` (`lm.random_windows` with `seed`), Adam at a constant `lr`, clipping 1: the
-    short training at the longer length that every extension method is followed by."""
+    short training at the longer length that position interpolation and YaRN are meant to be
+    followed by (NTK-aware scaling was proposed to work without it)."""
     tuned = copy.deepcopy(model)
     cfg = TrainConfig(max_steps=steps, schedule="constant", lr=lr, label_smoothing=0.0, progress=False)
     train(tuned, random_windows(train_ids, batch, length, steps, seed=seed), None, cfg,
@@ -122,13 +123,12 @@ def plot_pair_angles(d_k: int, trained_length: int, factor: float, base: float =
             if math.isfinite(seen[i]):
                 ax.plot([trained_length - 1], [seen[i] / (2 * math.pi)], "o", color=colours[i], ms=4)
         ax.axvline(trained_length - 1, color="0.5", lw=1)
-        ax.axhline(1, color="0.3", lw=0.8, ls="--")
+        ax.axhline(1, color="0.3", lw=0.8, ls="--", label="one full turn" if ax is axes[0] else None)
         ax.set_yscale("log")
         ax.set_ylim(1e-4, 100)
         ax.set_title(label if scaling is None else f"{label}, s = {factor:g}", fontsize=10)
         ax.set_xlabel("position m")
     axes[0].set_ylabel("angle m θ′ᵢ (turns)")
-    axes[-1].text(length - 1, 1.25, "one full turn", fontsize=9, ha="right")
     axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=8, loc="upper left",
                     bbox_to_anchor=(1.02, 1))
     fig.suptitle(f"each rotary pair's angle (d_k = {d_k}); solid: angles met in training "

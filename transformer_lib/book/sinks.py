@@ -13,7 +13,10 @@ most recent ones, with positions numbered inside the cache.
   uniform attention;
 - `streaming_inputs`: for every target position, the cache a streaming model reads (the first
   `n_sink` tokens and the most recent ones), as one batch;
-- `streaming_loss`: the loss at each position when every prediction reads only such a cache;
+- `streaming_loss`: the loss at each position when every prediction reads only such a cache,
+  the model run afresh on it (Xiao et al.'s sliding window with recomputation, their figure 1c:
+  a fresh first token in every window, so it works even for models with sinks; a real cache
+  that evicts keys computed earlier is not what this measures);
   `banded_loss`, the same with a banded causal mask instead (absolute positions kept).
 
 Every function takes weights recorded by `transformer_lib.record_attention` or a

@@ -129,3 +129,17 @@ def test_recorded_weights_of_a_model_feed_the_scores():
 def test_bad_input_is_named(call, message):
     with pytest.raises((ValueError, TypeError), match=message):
         call()
+
+
+def test_plot_last_query_draws_one_panel_per_layer_and_one_line_per_head():
+    import matplotlib
+    matplotlib.use("Agg")
+    weights = {f"layers.{i}": torch.softmax(torch.randn(3, 4, 8, 8), -1) for i in range(2)}
+    fig = sinks.plot_last_query(weights, 8)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in axes] == ["layer 0", "layer 1"]
+    assert all(len([line for line in ax.get_lines() if line.get_label().startswith("head")]) == 4 for ax in axes)
+    assert axes[0].get_xlabel() == "key position (the query is at 7)" and axes[0].get_ylabel()
+    with pytest.raises(ValueError, match="weights"):
+        sinks.plot_last_query({}, 8)
+    matplotlib.pyplot.close(fig)

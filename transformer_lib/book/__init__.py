@@ -24,6 +24,7 @@ imports this package.
   position interpolation, NTK-aware scaling, YaRN) and its figure
 - `induction`: chapter 18's tools (repeated sequences, per-head scores, ablation) and recipe;
   `induction_figures` its figures (re-exported by `induction`)
+- `qk_figures`: chapter 16's QK-norm figure (the largest logit and the loss, step by step)
 - `sinks`: attention sinks (chapter 16): the weight on the first positions, and the loss of a
   streaming window that keeps the first tokens or not (Xiao et al. 2023)
 """
@@ -31,11 +32,12 @@ from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
 from . import (bughunt, claims, context, costs, diagrams, exercises, geometry, induction,  # noqa: E402
-               norm_study, parallel_layouts, pictures, positions, shapes, sinks, training_figures, viz)
+               norm_study, parallel_layouts, pictures, positions, qk_figures, shapes, sinks, training_figures,
+               viz)
 
 __all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "context", "costs",
            "diagrams", "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures", "positions",
-           "shapes", "sinks", "training_figures", "viz"]
+           "qk_figures", "shapes", "sinks", "training_figures", "viz"]
 
 
 def __getattr__(name: str):

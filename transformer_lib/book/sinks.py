@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from ..lm import CausalLM
 from ..runtime import eval_mode
 
-__all__ = ["sink_scores", "uniform_share", "relative_weight", "streaming_inputs", "streaming_loss", "banded_loss"]
+__all__ = ["sink_scores", "uniform_share", "relative_weight", "streaming_inputs", "streaming_loss", "banded_loss",
+           "plot_last_query"]
 
 
 def _check_weights(weights: torch.Tensor, start: int) -> None:
@@ -182,3 +183,28 @@ def banded_loss(model: CausalLM, x: torch.Tensor, y: torch.Tensor, window: int) 
             h = layer(h, band)
         logits = model.out(model.norm(h))  # (B, T, V)
     return F.cross_entropy(logits.transpose(1, 2), y, reduction="none").mean(0)
+
+
+def plot_last_query(weights, length: int):
+    """One panel per layer of `weights` ({layer name: (B, heads, T, T)}, from
+    `record_attention`): the weight that the last query (position T - 1) puts on each key,
+    averaged over the batch, as a multiple of uniform attention (1 / T), one line per head, on a
+    log scale. A sink would stand out at the first positions. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(weights, dict) or not weights:
+        raise ValueError("weights: expected {layer name: (B, heads, T, T)} as record_attention gives")
+    colours = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+    fig, axes = plt.subplots(1, len(weights), figsize=(4.75 * len(weights), 3.2), sharey=True, squeeze=False)
+    axes = axes[0]
+    for layer, (ax, w) in enumerate(zip(axes, weights.values())):
+        last = w[:, :, -1, :].mean(0) * length  # (heads, T): 1 is uniform
+        for h in range(last.shape[0]):
+            ax.plot(range(length), last[h], color=colours[h % len(colours)], marker=".", label=f"head {h}")
+        ax.axhline(1, color="0.4", ls="--", lw=1)
+        ax.text(0, 1.25, "uniform", fontsize=9, color="0.3")
+        ax.set(xlabel=f"key position (the query is at {length - 1})", yscale="log", title=f"layer {layer}")
+    axes[0].set_ylabel("weight / uniform")
+    axes[-1].legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.tight_layout()
+    return fig

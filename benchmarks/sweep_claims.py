@@ -120,9 +120,9 @@ def margin(row: dict) -> float:
     """How far the worst value stayed inside the bound, relative to the bound (negative: outside)."""
     out = []
     if row["at_least"] is not None:
-        out.append((row["lo"] - row["at_least"]) / max(abs(row["at_least"]), 1e-12))
+        out.append((row["lo"] - row["at_least"]) / (abs(row["at_least"]) or 1e-12))
     if row["at_most"] is not None:
-        out.append((row["at_most"] - row["hi"]) / max(abs(row["at_most"]), 1e-12))
+        out.append((row["at_most"] - row["hi"]) / (abs(row["at_most"]) or 1e-12))
     return min(out)
 
 

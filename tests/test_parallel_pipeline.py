@@ -242,7 +242,10 @@ def test_the_schedule_figure_draws_every_pass_and_refuses_bad_input():
         assert len(axes) == 2
         for ax, r in zip(axes, rows.values()):
             labels = [t.get_text() for t in ax.texts]
-            assert len(labels) == sum(slot is not None for row in r for slot in row)  # one label per busy slot
+            passes = [slot for row in r for slot in dict.fromkeys(row) if slot is not None]
+            assert sorted(labels) == sorted(p[1:] for p in passes)  # one label per pass
+            widths = sorted(p.get_width() for p in ax.patches if p.get_facecolor()[:3] != (1, 1, 1))
+            assert widths == sorted(1 if p[0] == 'F' else 2 for p in passes)  # a backward: 2 slots
             assert [t.get_text() for t in ax.get_yticklabels()] == ["stage 0", "stage 1"]
             assert min(t.get_fontsize() for t in ax.texts) >= 9
     finally:

@@ -73,3 +73,36 @@ def test_bad_sizes_and_layouts_are_refused_with_their_names():
         pl.at_scale(SMALL, pl.Layout(tp=8, seq_len=16))
     with pytest.raises(ValueError, match="pp"):
         pl.at_scale(SMALL, pl.Layout(pp=8, seq_len=16))
+
+
+def test_runs_of_a_schedule_row_merge_one_pass_and_keep_each_wait():
+    assert pl._runs(["F0", "B0", "B0", None, None, "F1"]) == [
+        (0, "F0", 1), (1, "B0", 2), (3, None, 1), (4, None, 1), (5, "F1", 1)]
+
+
+def test_the_state_bars_and_the_loss_pair_draw_and_refuse_bad_input():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    column = {"parameters": 2**20, "gradients": 2**20, "optimizer": 2**21}
+    fig = pl.draw_state_bars({"DDP\nprocess 0": column, "FSDP\nprocess 0":
+                              {k: v / 2 for k, v in column.items()}})
+    try:
+        ax = fig.axes[0]
+        heights = [p.get_height() for p in ax.patches]
+        assert heights == [1, 1, 2, 0.5, 0.5, 1]                  # MiB, stacked per column
+        assert ax.get_ylabel() == "MiB held (float64)"
+    finally:
+        plt.close(fig)
+    fig = pl.plot_loss_pair({"float32": [3, 2, 1], "bfloat16": [3, 2.1, 1.1]}, "two runs")
+    try:
+        lines = fig.axes[0].get_lines()
+        assert [list(line.get_xdata()) for line in lines] == [[1, 2, 3]] * 2
+        assert [line.get_linestyle() for line in lines] == ["-", "--"]
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="gradients"):
+        pl.draw_state_bars({"DDP": {"parameters": 1}})
+    with pytest.raises(ValueError, match="same number of steps"):
+        pl.plot_loss_pair({"a": [1, 2], "b": [1]}, "t")

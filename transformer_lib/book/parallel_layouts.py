@@ -1,5 +1,7 @@
 """The pictures of chapter 17: who holds what under each kind of parallelism (`draw_layouts`;
 what each sends for the chapter's models is `transformer_lib.parallel.communication_per_step`),
+pipeline schedules (`draw_schedule`), the training state each process holds (`draw_state_bars`),
+two training runs' losses side by side (`plot_loss_pair`),
 and the picture at scale, on paper (`ModelSizes`, `Layout`, `at_scale`): memory per GPU and
 numbers sent per GPU per training step for a decoder-only model under a 4-D layout (tensor,
 context, pipeline and sharded data parallelism), from the chapter's formulas, with the model and
@@ -11,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["draw_layouts", "draw_schedule", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
+__all__ = ["draw_layouts", "draw_schedule", "draw_state_bars", "plot_loss_pair", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
 
 
 @dataclass(frozen=True)
@@ -91,8 +93,9 @@ class Layout:
 def at_scale(model: ModelSizes, layout: Layout, weight_bytes: int = 2, state_bytes: int = 16) -> dict:
     """Memory per GPU and numbers sent per GPU per step, in bytes, from the chapter's formulas.
 
-    Memory: the weights a GPU holds while it computes (bf16, `weight_bytes` each: its `1/(tp pp)`
-    slice, further divided by `dp` at rest under "zero3"); the training state (fp32 master
+    Memory: the bf16 weights a GPU holds (`weight_bytes` each: its `1/(tp pp)` slice; under
+    "zero3" only the `1/dp` shard it keeps at rest, leaving out the one layer's slice gathered
+    whole while that layer runs; under "no-reshard", the whole slice); the training state (fp32 master
     weights, gradients and Adam's two moments: `state_bytes` = 16 per parameter, divided by
     `tp pp dp` when sharded, by `tp pp` under "none"); the activations of a stage, kept for the
     backward pass for up to `pp` micro-batches in flight (1F1B), of `s = seq_len / cp` positions
@@ -103,7 +106,9 @@ def at_scale(model: ModelSizes, layout: Layout, weight_bytes: int = 2, state_byt
 
     Sent per step (ring collectives, `2 (P-1)/P n` for an all-reduce, `(P-1)/P n` for an
     all-gather or a reduce-scatter): data parallel, the gradients all-reduced (or reduce-scattered
-    with the weights all-gathered once or twice); tensor parallel, two all-reduces (or a
+    with the weights all-gathered once or twice), gradients and weights both counted at
+    `weight_bytes` (Llama 3 reduce-scatters its gradients in fp32, twice the gradients' share
+    counted here); tensor parallel, two all-reduces (or a
     reduce-scatter and an all-gather) of the activations per layer each way, per micro-batch;
     pipeline, one micro-batch's activations forward and its gradient back per stage boundary;
     context parallel, the keys and values all-gathered per layer going forward and their
@@ -180,17 +185,17 @@ def draw_layouts(figsize=(10.0, 5.6)):
          "sends: outputs, one all-reduce per sub-layer"),
         ("sequence parallel (ring attention)", split_cols, [("weights", both)],
          "sends: key/value blocks around the ring"),
-        ("sharded state (ZeRO, FSDP)", split_rows, [("weights + Adam state", split_rows)],
+        ("sharded state (ZeRO, FSDP)", split_rows, [("weights, Adam state", split_rows)],
          "sends: weights gathered layer by layer,\ngradients reduce-scattered"),
     ]
     fig, axes = plt.subplots(2, 2, figsize=figsize)
     for ax, (title, batch_colour, weights, note) in zip(axes.flat, panels):
         _grid(ax, Rectangle, 0.0, 4, 8, batch_colour, "batch: sequences x positions")
         for k, (label, colour) in enumerate(weights):
-            _grid(ax, Rectangle, 10.0 + 5.5 * k, 4, 4, colour, label)
+            _grid(ax, Rectangle, 11.0 + 5.5 * k, 4, 4, colour, label)
         ax.set_title(title, fontsize=11)
-        ax.text(9.75, -0.6, note, ha="center", va="top", fontsize=9)
-        ax.set_xlim(-0.5, 20.0)
+        ax.text(10.25, -0.6, note, ha="center", va="top", fontsize=9)
+        ax.set_xlim(-0.5, 21.0)
         ax.set_ylim(-2.6, 5.4)
         ax.set_aspect("equal")
         ax.axis("off")
@@ -212,7 +217,7 @@ def draw_schedule(schedules: dict, figsize=(10.0, 3.4)):
     """Pipeline schedules as stage (rows) by time slot (columns): `schedules` maps a title to the
     rows of `parallel.simulate_schedule` ("F3", "B0" or None per slot). Forward passes are blue,
     backward passes orange and hatched (so that they differ without colour too), waiting slots
-    white; each pass is labelled with its micro-batch. One panel per schedule, one above the
+    white; each pass is one box, as many slots wide as it lasts, labelled with its micro-batch. One panel per schedule, one above the
     other, on the same time axis. Returns the figure."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
@@ -224,14 +229,15 @@ def draw_schedule(schedules: dict, figsize=(10.0, 3.4)):
     fig, axes = plt.subplots(len(schedules), 1, figsize=figsize, squeeze=False)
     for ax, (title, rows) in zip(axes[:, 0], schedules.items()):
         for s, row in enumerate(rows):
-            for t, slot in enumerate(row):
+            for t, slot, length in _runs(row):
                 if slot is None:
-                    ax.add_patch(Rectangle((t, s), 1, 1, fc="white", ec="#BBBBBB", lw=0.8))
+                    for u in range(t, t + length):
+                        ax.add_patch(Rectangle((u, s), 1, 1, fc="white", ec="#BBBBBB", lw=0.8))
                     continue
                 forward = slot.startswith("F")
-                ax.add_patch(Rectangle((t, s), 1, 1, fc=blue if forward else orange, ec="white", lw=1.2,
-                                       hatch=None if forward else "//"))
-                ax.text(t + 0.5, s + 0.5, slot[1:], ha="center", va="center", fontsize=9,
+                ax.add_patch(Rectangle((t, s), length, 1, fc=blue if forward else orange, ec="white",
+                                       lw=1.2, hatch=None if forward else "//"))
+                ax.text(t + length / 2, s + 0.5, slot[1:], ha="center", va="center", fontsize=9,
                         color="white" if forward else "black")
         ax.set_xlim(0, width)
         ax.set_ylim(len(rows), 0)
@@ -246,4 +252,62 @@ def draw_schedule(schedules: dict, figsize=(10.0, 3.4)):
                         Patch(fc="white", ec="#BBBBBB", label="waiting (the bubble)")],
                loc="lower center", ncol=3, frameon=False, fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return fig
+
+
+def _runs(row):
+    """(start, slot, length) for each run of equal consecutive slots of a schedule's row: a
+    backward pass of two slots is one pass, drawn once."""
+    runs = []
+    for t, slot in enumerate(row):
+        if runs and runs[-1][1] == slot and slot is not None:
+            runs[-1][2] += 1
+        else:
+            runs.append([t, slot, 1])
+    return [tuple(r) for r in runs]
+
+
+def draw_state_bars(held: dict, dtype: str = "float64", figsize=(6.5, 3.6)):
+    """Stacked bars of the training state each process holds: `held` maps a column label (e.g.
+    "DDP\nprocess 0") to {part: bytes} for the parts parameters, gradients and optimizer, drawn
+    in MiB (2^20 bytes) in three colour-blind-safe colours. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    parts = ("parameters", "gradients", "optimizer")
+    if not isinstance(held, dict) or not held:
+        raise ValueError("held must be a non-empty dict: column label -> {part: bytes}")
+    for label, column in held.items():
+        if set(column) != set(parts):
+            raise ValueError(f"held[{label!r}] must give bytes for {parts}, got {sorted(column)}")
+    fig, ax = plt.subplots(figsize=figsize)
+    for x, column in enumerate(held.values()):
+        bottom = 0.0
+        for part, colour in zip(parts, ("#0072B2", "#E69F00", "#009E73")):
+            mib = column[part] / 2**20
+            ax.bar(x, mib, bottom=bottom, color=colour, label=part if x == 0 else None)
+            bottom += mib
+    ax.set_xticks(range(len(held)), list(held))
+    ax.set(ylabel=f"MiB held ({dtype})", title="Training state per process, after one Adam step")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_loss_pair(curves: dict, title: str, figsize=(6.5, 3.6)):
+    """Two or more training runs' losses against the step (1, 2, ...), the first solid, the
+    next dashed, dotted, dash-dotted: `curves` maps a run's name to its losses, all of the same
+    length. Returns the figure."""
+    import matplotlib.pyplot as plt
+
+    if not isinstance(curves, dict) or not 1 <= len(curves) <= 4:
+        raise ValueError("curves must be a dict of one to four runs: name -> losses")
+    lengths = {len(c) for c in curves.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"every run needs the same number of steps, got {sorted(lengths)}")
+    fig, ax = plt.subplots(figsize=figsize)
+    for (name, losses), style in zip(curves.items(), ("-", "--", ":", "-.")):
+        ax.plot(range(1, len(losses) + 1), list(losses), style, label=name)
+    ax.set(xlabel="training step", ylabel="training loss (label-smoothed)", title=title)
+    ax.legend()
+    fig.tight_layout()
     return fig

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["draw_layouts", "draw_schedule", "draw_state_bars", "plot_loss_pair", "ModelSizes", "Layout", "at_scale", "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
+__all__ = ["draw_layouts", "draw_schedule", "draw_state_bars", "plot_loss_pair", "ModelSizes", "Layout", "at_scale",
+           "LLAMA3_405B", "LLAMA3_405B_LAYOUTS"]
 
 
 @dataclass(frozen=True)
@@ -217,8 +218,8 @@ def draw_schedule(schedules: dict, figsize=(10.0, 3.4)):
     """Pipeline schedules as stage (rows) by time slot (columns): `schedules` maps a title to the
     rows of `parallel.simulate_schedule` ("F3", "B0" or None per slot). Forward passes are blue,
     backward passes orange and hatched (so that they differ without colour too), waiting slots
-    white; each pass is one box, as many slots wide as it lasts, labelled with its micro-batch. One panel per schedule, one above the
-    other, on the same time axis. Returns the figure."""
+    white; each pass is one box, as many slots wide as it lasts, labelled with its micro-batch.
+    One panel per schedule, one above the other, on the same time axis. Returns the figure."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch, Rectangle
 

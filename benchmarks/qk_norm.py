@@ -18,7 +18,8 @@ Measured: the held-out loss (every consecutive 32-character window of the held-o
 every training step, over both layers and all heads, the largest attention logit |q.k|/sqrt(d_k)
 among the allowed (causal) pairs, and the smallest mean attention entropy (the entropy of a
 query's weights, averaged over the batch and the 32 queries, for one head; the first query
-always has entropy 0, so the mean over queries is at most about ln(32) - 1). A run *failed* if
+always has entropy 0; a head uniform over the keys each query sees averages ln(t + 1) over
+t = 0..31, 2.55 nats, the most it can). A run *failed* if
 its held-out loss is not finite or is above `FAILED_ABOVE` nats, H1 - 0.5, where H1 = 3.20 is
 the unigram entropy (the loss of a model that predicts characters by their frequency alone):
 chapter 16 claims that every run of its protocol at its learning rate (5e-3) ends below it. Runs are saved in

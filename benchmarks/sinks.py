@@ -180,7 +180,7 @@ def table(store: list[dict]) -> str:
             f"of {LONG} characters, mean over positions {FAR[0]}-{FAR[1] - 1}; each prediction reads a cache of "
             f"{WINDOW} tokens renumbered 0-{WINDOW - 1}, the model run afresh on it (Xiao et al. 2023's "
             f"sliding window with recomputation; with {N_SINK} sink tokens kept, or not: both give every window a "
-            "fresh first token, so they tie for any model, sinks or not), or the whole window with a "
+            "fresh first token, so they can differ little for any model, sinks or not), or the whole window with a "
             "banded mask (`book.sinks.banded_loss`, chapter 16's window), or "
             "everything. `python benchmarks/sinks.py run --seeds 0-4 --steps 200 1000 --kernels native` (200 "
             "steps also with `--kernels default avx2`); `python benchmarks/sinks.py report` writes this section."

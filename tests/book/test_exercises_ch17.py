@@ -93,7 +93,12 @@ def ring_the_other_way(tensors, send):
     return torch.stack([torch.cat(c) for c in chunks])
 
 
-@pytest.mark.parametrize("right", [ring_with_lists, ring_the_other_way])
+def results_as_a_tuple_of_lists(tensors, send):
+    """Another right answer (the second reader's): a tuple of lists, which for P = 2 is a pair."""
+    return tuple(t.tolist() for t in ch17.ring_all_reduce_solution(tensors, send))
+
+
+@pytest.mark.parametrize("right", [ring_with_lists, ring_the_other_way, results_as_a_tuple_of_lists])
 def test_other_right_rings_pass(right):
     assert ch17.check_ring_all_reduce(right).startswith("Correct")
 
@@ -185,6 +190,12 @@ def in_place(tensors, send):
     return results
 
 
+def right_messages_results_from_the_inputs(tensors, send):
+    """The second reader's probe: the ring's messages, but results read from the inputs."""
+    ch17.ring_all_reduce_solution(tensors, send)
+    return [sum(tensors) for _ in tensors]
+
+
 def results_and_counts(tensors, send):
     """The exercise's old form: (results, sent)."""
     P, n = len(tensors), tensors[0].numel()
@@ -203,6 +214,7 @@ def results_and_counts(tensors, send):
     (mean_not_sum, "the mean, not the sum"),
     (in_place, "changed the tensors it was given"),
     (results_and_counts, "return the results only"),
+    (right_messages_results_from_the_inputs, "does not come from the messages"),
     (lambda tensors, send: 3.0, "a list of P results"),
 ])
 def test_wrong_rings_fail_and_say_why(wrong, says):

@@ -100,7 +100,8 @@ def seen_angles(rotary: RotaryEmbedding, trained_length: int) -> torch.Tensor:
 def plot_pair_angles(d_k: int, trained_length: int, factor: float, base: float = 10000.0):
     """One panel per method of `METHODS`: the angle (in turns, log scale) of each of the d_k / 2
     rotary pairs at positions 0 .. factor * trained_length - 1, solid where training showed the
-    pair that angle and dotted where it did not; a dot marks each pair's largest trained angle.
+    pair that angle and dotted where it did not; in the plain panel a dot marks each pair's
+    largest trained angle, at the last trained position.
     Returns the figure."""
     import matplotlib.pyplot as plt
 
@@ -120,7 +121,7 @@ def plot_pair_angles(d_k: int, trained_length: int, factor: float, base: float =
             ax.plot(positions[inside], turns[inside], color=colours[i], lw=1.6,
                     label=f"pair {i}" if ax is axes[0] else None)
             ax.plot(positions[~inside], turns[~inside], color=colours[i], lw=1.6, ls=":")
-            if math.isfinite(seen[i]):
+            if math.isfinite(seen[i]) and scaling is None:  # where training stopped
                 ax.plot([trained_length - 1], [seen[i] / (2 * math.pi)], "o", color=colours[i], ms=4)
         ax.axvline(trained_length - 1, color="0.5", lw=1)
         ax.axhline(1, color="0.3", lw=0.8, ls="--", label="one full turn" if ax is axes[0] else None)

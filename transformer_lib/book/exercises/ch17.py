@@ -178,6 +178,34 @@ def _check_messages(ring: _Ring, chunks, n: int) -> list[list[set]]:
     return known
 
 
+def _counts_like(value, P: int) -> bool:
+    """True for the exercise's old second return value: P whole numbers of values sent."""
+    return isinstance(value, (list, tuple)) and len(value) == P and all(
+        isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in value)
+
+
+def _check_built_from_messages(fn: Callable) -> None:
+    """Run `fn` once more with a `send` that delivers every chunk plus 1000: a process whose
+    result is built from what it received ends far from the plain sum in every position; one
+    that reads the other processes' inputs directly still holds the plain sum somewhere."""
+    gen = torch.Generator().manual_seed(18)
+    P, n = 3, 12
+    tensors = [torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(P)]
+    total = sum(t.clone() for t in tensors)
+
+    def marked(src, dst, chunk):
+        moved = torch.as_tensor(chunk, dtype=torch.float64) + 1000.0
+        return moved.to(chunk.dtype) if isinstance(chunk, torch.Tensor) else moved.tolist()
+
+    for r, got in enumerate(fn(tensors, marked)):
+        got = torch.as_tensor(got, dtype=torch.float64).flatten()
+        if got.shape == total.shape and (got - total).abs().lt(1.0).any():
+            raise AssertionError(
+                f"process {r}'s result does not come from the messages: when every message "
+                "arrived changed (plus 1000), it still held the plain sum. Each process may "
+                "use only its own tensor and what send hands back to it")
+
+
 def check_ring_all_reduce(fn: Callable) -> str:
     """Chapter 17, exercise 2. Returns "Correct: ..." or raises AssertionError saying whether
     the results or the messages are wrong, and how."""
@@ -189,8 +217,7 @@ def check_ring_all_reduce(fn: Callable) -> str:
         originals = [t.clone() for t in tensors]
         ring = _Ring(P)
         results = fn(tensors, ring.send)
-        if isinstance(results, tuple) and len(results) == 2 and not isinstance(
-                results[0], torch.Tensor):
+        if isinstance(results, tuple) and len(results) == 2 and _counts_like(results[1], P):
             raise AssertionError("return the results only: the check counts what each "
                                  "process sends through send itself")
         try:
@@ -234,6 +261,7 @@ def check_ring_all_reduce(fn: Callable) -> str:
             raise AssertionError(f"P = {P}: your processes sent {counts} messages; a ring "
                                  f"all-reduce needs 2 (P - 1) = {2 * (P - 1)} each, P - 1 to "
                                  "add the chunks up and P - 1 to hand the sums round")
+    _check_built_from_messages(fn)
     sent = sum(values.numel() for _, values in ring.messages[0])
     return (f"Correct: every process ends with the sum, having sent 2 (P - 1) chunks of n / P "
             f"numbers to its neighbour ({sent} for P = {P}, n = {n}).")

@@ -110,7 +110,7 @@ def plot_pair_angles(d_k: int, trained_length: int, factor: float, base: float =
     plain = RotaryEmbedding(d_k, base)
     seen = seen_angles(plain, trained_length)
     colours = plt.get_cmap("viridis")(torch.linspace(0, 0.9, d_k // 2).tolist())
-    fig, axes = plt.subplots(1, len(METHODS), figsize=(12, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, len(METHODS), figsize=(10.5, 3.8), sharey=True)
     for ax, (label, scaling) in zip(axes, METHODS.items()):
         rotary = (plain if scaling is None else
                   RotaryEmbedding(d_k, base, scaling, factor, trained_length if scaling == "yarn" else None))
@@ -130,7 +130,7 @@ def plot_pair_angles(d_k: int, trained_length: int, factor: float, base: float =
         ax.set_title(label if scaling is None else f"{label}, s = {factor:g}", fontsize=10)
         ax.set_xlabel("position m")
     axes[0].set_ylabel("angle m θ′ᵢ (turns)")
-    axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=8, loc="upper left",
+    axes[-1].legend(*axes[0].get_legend_handles_labels(), fontsize=9, loc="upper left",
                     bbox_to_anchor=(1.02, 1))
     fig.suptitle(f"each rotary pair's angle (d_k = {d_k}); solid: angles met in training "
                  f"(positions 0 to {trained_length - 1}), dotted: never met", fontsize=10)

@@ -196,6 +196,31 @@ def right_messages_results_from_the_inputs(tensors, send):
     return [sum(tensors) for _ in tensors]
 
 
+def gather_from_memory(tensors, send):
+    """The third reader's probe: a right reduce-scatter, then an all-gather that sends but copies
+    the sender's numbers instead of what send handed back."""
+    P = len(tensors)
+    chunks = [list(t.clone().chunk(P)) for t in tensors]
+    for step in range(P - 1):
+        moves = [(r, (r - step) % P) for r in range(P)]
+        got = [send(r, (r + 1) % P, chunks[r][c]) for r, c in moves]
+        for (r, c), values in zip(moves, got):
+            chunks[(r + 1) % P][c] = chunks[(r + 1) % P][c] + values
+    for step in range(P - 1):
+        moves = [(r, (r + 1 - step) % P) for r in range(P)]
+        for r, c in moves:
+            send(r, (r + 1) % P, chunks[r][c])
+        for r, c in moves:
+            chunks[(r + 1) % P][c] = chunks[r][c].clone()
+    return [torch.cat(c) for c in chunks]
+
+
+def everyone_reports_process_0(tensors, send):
+    """The third reader's probe: the whole ring, then process 0's result for everyone."""
+    results = ch17.ring_all_reduce_solution(tensors, send)
+    return [results[0].clone() for _ in results]
+
+
 def results_and_counts(tensors, send):
     """The exercise's old form: (results, sent)."""
     P, n = len(tensors), tensors[0].numel()
@@ -215,6 +240,8 @@ def results_and_counts(tensors, send):
     (in_place, "changed the tensors it was given"),
     (results_and_counts, "return the results only"),
     (right_messages_results_from_the_inputs, "does not come from the messages"),
+    (gather_from_memory, "the same numbers even when every message is changed"),
+    (everyone_reports_process_0, "the same numbers even when every message is changed"),
     (lambda tensors, send: 3.0, "a list of P results"),
 ])
 def test_wrong_rings_fail_and_say_why(wrong, says):

@@ -184,26 +184,44 @@ def _counts_like(value, P: int) -> bool:
         isinstance(x, numbers.Integral) and not isinstance(x, bool) for x in value)
 
 
+def _as_send(deliver: Callable) -> Callable:
+    """`deliver` as the `send(src, dst, chunk)` the reader's function is given: every run gets
+    the same kind of function, so an answer cannot tell the marked run from the others."""
+    def send(src, dst, chunk):
+        return deliver(src, dst, chunk)
+    return send
+
+
 def _check_built_from_messages(fn: Callable) -> None:
-    """Run `fn` once more with a `send` that delivers every chunk plus 1000: a process whose
-    result is built from what it received ends far from the plain sum in every position; one
-    that reads the other processes' inputs directly still holds the plain sum somewhere."""
+    """Run `fn` once more with a `send` that delivers every chunk plus 1000 (dst + 1), an amount
+    that depends on the receiver. A process whose result is built from what it received ends
+    far from the plain sum in every position, and at another place than every other process
+    (the marks it collected differ); one that reads the inputs, or copies another process's
+    numbers instead of what `send` handed it, does not."""
     gen = torch.Generator().manual_seed(18)
     P, n = 3, 12
     tensors = [torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(P)]
     total = sum(t.clone() for t in tensors)
 
     def marked(src, dst, chunk):
-        moved = torch.as_tensor(chunk, dtype=torch.float64) + 1000.0
+        moved = torch.as_tensor(chunk, dtype=torch.float64) + 1000.0 * (int(dst) + 1)
         return moved.to(chunk.dtype) if isinstance(chunk, torch.Tensor) else moved.tolist()
 
-    for r, got in enumerate(fn(tensors, marked)):
-        got = torch.as_tensor(got, dtype=torch.float64).flatten()
+    results = [torch.as_tensor(got, dtype=torch.float64).flatten() for got in fn(tensors, _as_send(marked))]
+    for r, got in enumerate(results):
         if got.shape == total.shape and (got - total).abs().lt(1.0).any():
             raise AssertionError(
                 f"process {r}'s result does not come from the messages: when every message "
-                "arrived changed (plus 1000), it still held the plain sum. Each process may "
-                "use only its own tensor and what send hands back to it")
+                "arrived changed, it still held the plain sum. Each process may use only its own "
+                "tensor and what send hands back to it")
+    for r in range(len(results)):
+        for q in range(r):
+            if results[r].shape == results[q].shape and (results[r] - results[q]).abs().lt(1.0).any():
+                raise AssertionError(
+                    f"processes {q} and {r} end with the same numbers even when every message is "
+                    "changed on arrival by an amount that depends on its receiver: a process's "
+                    "result must be built from what send handed to it, not copied from another "
+                    "process's memory")
 
 
 def check_ring_all_reduce(fn: Callable) -> str:
@@ -216,7 +234,7 @@ def check_ring_all_reduce(fn: Callable) -> str:
         tensors = [torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(P)]
         originals = [t.clone() for t in tensors]
         ring = _Ring(P)
-        results = fn(tensors, ring.send)
+        results = fn(tensors, _as_send(ring.send))
         if isinstance(results, tuple) and len(results) == 2 and _counts_like(results[1], P):
             raise AssertionError("return the results only: the check counts what each "
                                  "process sends through send itself")

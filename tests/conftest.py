@@ -1,4 +1,7 @@
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -46,3 +49,22 @@ def boolean_masks(shape):
     n = prod(shape)
     return st.lists(st.booleans(), min_size=n, max_size=n).map(
         lambda bits: torch.tensor(bits, dtype=torch.bool).view(*shape))
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def benchmark_script(request):
+    """The script benchmarks/<BENCHMARK>.py (BENCHMARK: a name the test module sets), loaded as
+    a module, with benchmarks/ on sys.path while the module's tests run (the scripts import
+    their neighbours: seeds, run)."""
+    name = request.module.BENCHMARK
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCHMARKS / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(BENCHMARKS))

@@ -1,6 +1,5 @@
 """benchmarks/context.py: one short run records what chapter 16's context-extension study
 reports, and the report writes its table between its own markers only."""
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -10,16 +9,12 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+BENCHMARK = "context"  # loaded by conftest's benchmark_script
+
+
 @pytest.fixture(scope="module")
-def study():
-    sys.path.insert(0, str(BENCH))  # the script imports its neighbours (seeds, run)
-    try:
-        spec = importlib.util.spec_from_file_location("bench_context", BENCH / "context.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+def study(benchmark_script):
+    return benchmark_script
 
 
 @pytest.fixture(scope="module")

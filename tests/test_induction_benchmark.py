@@ -1,6 +1,5 @@
 """benchmarks/induction.py: one short run records what chapter 18's study reports, and the report
 writes its table between its own markers only."""
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -9,16 +8,12 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+BENCHMARK = "induction"  # loaded by conftest's benchmark_script
+
+
 @pytest.fixture(scope="module")
-def study():
-    sys.path.insert(0, str(BENCH))  # the script imports its neighbours (seeds, run)
-    try:
-        spec = importlib.util.spec_from_file_location("bench_induction", BENCH / "induction.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+def study(benchmark_script):
+    return benchmark_script
 
 
 @pytest.fixture(scope="module")

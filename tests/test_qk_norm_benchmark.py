@@ -1,6 +1,5 @@
 """benchmarks/qk_norm.py: a 5-step run records what the QK-norm study reports, the runner resumes
 from its store, and the report writes its table between its own markers only."""
-import importlib.util
 import json
 import math
 import sys
@@ -11,16 +10,12 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+BENCHMARK = "qk_norm"  # loaded by conftest's benchmark_script
+
+
 @pytest.fixture(scope="module")
-def study():
-    sys.path.insert(0, str(BENCH))  # the script imports its neighbours (seeds, run, modern_decoder)
-    try:
-        spec = importlib.util.spec_from_file_location("bench_qk_norm", BENCH / "qk_norm.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+def study(benchmark_script):
+    return benchmark_script
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,5 @@
 """benchmarks/sinks.py: a short run records the sink scores and the streaming losses, a rerun
 skips what is stored, and the report writes its tables between its own markers only."""
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -10,16 +9,12 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
+BENCHMARK = "sinks"  # loaded by conftest's benchmark_script
+
+
 @pytest.fixture(scope="module")
-def study():
-    sys.path.insert(0, str(BENCH))  # the script imports its neighbours (seeds, run)
-    try:
-        spec = importlib.util.spec_from_file_location("bench_sinks", BENCH / "sinks.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(BENCH))
+def study(benchmark_script):
+    return benchmark_script
 
 
 @pytest.fixture(scope="module")

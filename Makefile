@@ -22,6 +22,30 @@ NB ?=
 KERNELS ?= default avx2
 NBVAL := $(PY) -m pytest --nbval --nbval-current-env --nbval-sanitize-with $(NB_SANITIZE)
 
+# Two at a time (JOBS=1: one at a time, in order). The unit tests run JOBS at a time with
+# pytest-xdist (`--dist loadfile`: one test file on one worker). The chapters run in two rounds:
+#   1. the chapters that compute on one thread (book.setup(threads=1)), JOBS at a time, also with
+#      `--dist loadfile`: a notebook, all its cells in order, stays on one worker. A chapter that
+#      times something (a claim on a speed ratio) thus shares the two cores with at most one
+#      other single-threaded chapter;
+#   2. NB_BOTH_CORES, the chapters that use both cores (chapter 11's live run trains on two
+#      threads, chapter 17 starts two processes), one at a time, alone: beside another chapter
+#      they would slow it and be slowed far more (two threads on a shared core wait on each other).
+# tests/lint/test_repo_config.py finds the chapters that use both cores in the code and checks the list.
+JOBS ?= 2
+NB_BOTH_CORES := chapters/11_training.ipynb chapters/17_parallel.ipynb
+# NB's words as paths like chapters/NN_name.ipynb (a folder: its notebooks), so the list above matches.
+NB_FILES = $(patsubst ./%,%,$(subst //,/,$(foreach f,$(or $(NB),chapters),\
+	$(or $(sort $(wildcard $(f:/=)/*.ipynb)),$(f)))))
+NB_ROUND1 = $(filter-out $(NB_BOTH_CORES),$(NB_FILES))
+NB_ROUND2 = $(filter $(NB_BOTH_CORES),$(NB_FILES))
+XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
+# $(call nbval_rounds,OPTIONS): both rounds run even if the first fails; non-zero if either did.
+nbval_rounds = rc=0; \
+	$(if $(NB_ROUND1),$(NBVAL) $(1) $(if $(word 2,$(NB_ROUND1)),$(XDIST)) $(NB_ROUND1) || rc=1;) \
+	$(if $(NB_ROUND2),$(NBVAL) $(1) $(NB_ROUND2) || rc=1;) \
+	exit $$rc
+
 .PHONY: help env lock book vendor test lint test-unit test-notebooks test-kernels test-notebooks-gpu test-torch-versions notebooks serve lab browser-test bench clean
 
 help:
@@ -103,19 +127,19 @@ lint: $(ENV_STAMP)
 	$(PY) -m pytest tests/lint
 
 test-unit: $(ENV_STAMP)
-	$(PY) -m pytest tests --ignore=tests/lint
+	$(PY) -m pytest tests --ignore=tests/lint $(XDIST)
 
 # Every chapter re-run in a fresh kernel and compared output by output with what is committed
 # (facts strictly; figures and tagged measurement cells as CONTRIBUTING.md describes).
 test-notebooks: $(ENV_STAMP)
-	$(NBVAL) $(or $(NB),chapters)
+	@$(call nbval_rounds,)
 
 # The same check as another machine would run it: once per kernel set in KERNELS. Every set
 # is run; the target fails at the end if any of them failed.
 test-kernels: $(ENV_STAMP)
 	@failed=""; for cap in $(KERNELS); do \
 		echo "=== notebooks with ATEN_CPU_CAPABILITY=$$cap ==="; \
-		ATEN_CPU_CAPABILITY=$$cap $(NBVAL) -q $(or $(NB),chapters) || failed="$$failed $$cap"; \
+		( export ATEN_CPU_CAPABILITY=$$cap; $(call nbval_rounds,-q) ) || failed="$$failed $$cap"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "notebook check failed under:$$failed" >&2; exit 1; fi
 
@@ -177,7 +201,7 @@ test-torch-versions:
 			failed="$$failed $$v"; continue; fi; \
 		skip=""; if [ "$$(printf '%s\n' "$$v" "$(TORCH_PARALLEL)" | sort -V | head -1)" != "$(TORCH_PARALLEL)" ]; then \
 			skip="--ignore=tests/test_parallel.py --ignore=tests/test_parallel_pipeline.py"; echo "(torch $$v < $(TORCH_PARALLEL): chapter 17's parallel tests left out)"; fi; \
-		PYTHONPATH="$(CURDIR)" "$$env/bin/python" -m pytest tests --ignore=tests/lint -q $$skip \
+		PYTHONPATH="$(CURDIR)" "$$env/bin/python" -m pytest tests --ignore=tests/lint -q $(XDIST) $$skip \
 			|| failed="$$failed $$v"; \
 	done; \
 	if [ -n "$$failed" ]; then echo "unit tests failed under torch:$$failed" >&2; exit 1; fi

@@ -406,7 +406,7 @@ def bench_make_test(targets, log_dir: Path) -> list[dict]:
         text = log.read_text(errors="replace")
         results = re.findall(r"^=+ (.*(?:passed|failed|error).*?) =+$", text, re.M)
         rows.append({"target": target, "seconds": round(seconds, 1), "returncode": proc.returncode,
-                     "result": results[-1] if results else "", "load": round(load, 2)})
+                     "result": "; ".join(results), "load": round(load, 2)})  # one line per pytest run
         print(f"{seconds:.0f} s, exit {proc.returncode}: {rows[-1]['result']}", flush=True)
     return rows
 
@@ -906,7 +906,9 @@ def make_test_section(data: dict | None) -> list[str]:
     total = sum(r["seconds"] for r in rows)
     out += ["`make test` runs `make lint`, `make test-unit` and `make test-notebooks` in this order; each was"
             " timed on its own (the sum is `make test`'s time; each runs even where an earlier one failed, where"
-            " `make test` would stop). The kernel-set check (`make test-kernels`, two"
+            " `make test` would stop). The unit tests and the chapters run two at a time (`JOBS=2`, pytest-xdist; the"
+            " Makefile's two rounds keep the chapters that time something apart from those that use both cores)."
+            " The kernel-set check (`make test-kernels`, two"
             " more notebook passes) and the site are not part of it.", "", provenance(meta), "",
             "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}` | {r['seconds'] / 60:.1f} min | {r['result'] or 'exit ' + str(r['returncode'])}"
@@ -1242,6 +1244,15 @@ def summary_section(directory: Path) -> list[str]:
         top = max(r11["cells"], key=lambda c: c["seconds"], default=None)
         live += (f"; chapter 11 ran in {r11['seconds']:.0f} s" + (f", its heaviest cell (cell {top['cell']})"
                                                                    f" {top['seconds']:.0f} s" if top else ""))
+    shipped = ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.json"
+    if shipped.is_file():  # the shipped run is the live run on the machine that made it
+        rec = json.loads(shipped.read_text())
+        per_step = rec["train_seconds"] / rec["steps_run"]  # evaluations included
+        cap = rec["recipe"]["max_steps"]
+        live = (f"the shipped run ({rec['date']}, {rec['threads']} threads, load {rec['load_average']}): stopped by"
+                f" the rule at {rec['steps_run']:,} steps in {rec['train_seconds']:.0f} s ({1000 * per_step:.0f} ms a"
+                f" step, evaluations included), {100 * rec['test_exact_match']:.2f}% test exact match; at that step"
+                f" time the cap of {cap:,} steps bounds a run at {cap * per_step:.0f} s; " + live)
     line("What does chapter 11's live run give?", None, live, "Training recipe; The chapters")
     if gpu:
         out.append(f"| And on a GPU? | {gpu.get('summary', 'see the section')} | {gpu['meta']['date'][:10]},"

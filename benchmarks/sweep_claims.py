@@ -156,7 +156,10 @@ def report() -> str:
         notes.append(f"- `{path.name}`: {m['date']}, commit {m['commit']}, torch {m['torch']}, this machine's "
                      f"own kernels {m['native_kernels']}, load {m['load_before']}-{m['load_after']}"
                      + (f"; {len(failed)} run(s) stopped early: " + "; ".join(
-                         f"seed {r['seed']} {r['kernels']}: {r['error']}" for r in failed) if failed else ""))
+                         f"seed {r['seed']} {r['kernels']}: {r['error']}" for r in failed) if failed else "")
+                     + (f". {m['note']}" if m.get("note") else "")
+                     + "".join(f" Retired, so not in the table (its {len(r['records'])} records kept under"
+                               f" `retired`): {r['claim']!r}." for r in data.get("retired", [])))
         for row in summarise(data):
             bound = " and ".join(f"{w} {fmt(b)}" for w, b in (("≥", row["at_least"]), ("≤", row["at_most"]))
                                  if b is not None)

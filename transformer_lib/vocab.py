@@ -135,10 +135,8 @@ def collate(pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab
 
 
 def _pad(seqs: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(seqs), max(len(s) for s in seqs)), PAD_ID, dtype=torch.long, device="cpu")
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long, device="cpu")
-    return out
+    width = max(len(s) for s in seqs)  # one tensor from padded lists: one call, not one per row
+    return torch.tensor([s + [PAD_ID] * (width - len(s)) for s in seqs], dtype=torch.long, device="cpu")
 
 
 class PairLoader:

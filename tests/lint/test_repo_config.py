@@ -322,3 +322,33 @@ def test_chapter_needs_no_repository_files(path):
         for m in REPO_FILE.finditer("".join(c["source"]))
     ]
     assert not found, f"cells read files of the repository, which Colab does not have: {found}"
+
+
+def chapter_code(notebook: Path) -> str:
+    return "\n".join("".join(cell["source"]) for cell in json.loads(notebook.read_text())["cells"]
+                     if cell["cell_type"] == "code")
+
+
+def uses_both_cores(notebook: Path) -> bool:
+    """A chapter that trains on more than one thread (book.setup(threads=2), torch.set_num_threads)
+    or starts processes (parallel.launch)."""
+    code = chapter_code(notebook)
+    threads = [int(n) for n in re.findall(r"(?:threads=|set_num_threads\()\s*(\d+)", code)]
+    return any(n > 1 for n in threads) or bool(re.search(r"\blaunch\(", code))
+
+
+def make_list(name: str) -> set[str]:
+    """The words of a `NAME := ...` line of the Makefile (continued lines included)."""
+    found = re.search(rf"^{name} := ((?:.*\\\n)*.*)$", (ROOT / "Makefile").read_text(), re.M)
+    assert found, f"the Makefile has no {name} line"
+    return set(found.group(1).replace("\\\n", " ").split())
+
+
+def test_chapters_that_use_both_cores_run_alone():
+    """`make test-notebooks` runs the one-thread chapters two at a time, then NB_BOTH_CORES one at
+    a time (the Makefile says why). A chapter that computes on both cores must be in the list, or
+    it runs beside another chapter (and a speed claim there or in it is measured on a busy
+    machine); a one-thread chapter must not be (it would only make the check slower)."""
+    both = {f"chapters/{nb.name}" for nb in sorted((ROOT / "chapters").glob("*.ipynb")) if uses_both_cores(nb)}
+    assert both, "no chapter found that uses both cores: has the setup call changed?"
+    assert make_list("NB_BOTH_CORES") == both, f"NB_BOTH_CORES should be {sorted(both)}"

@@ -909,7 +909,9 @@ def make_test_section(data: dict | None) -> list[str]:
             " `make test` would stop). The unit tests and the chapters run two at a time (`JOBS=2`, pytest-xdist; the"
             " Makefile's two rounds keep the chapters that time something apart from those that use both cores)."
             " The kernel-set check (`make test-kernels`, two"
-            " more notebook passes) and the site are not part of it.", "", provenance(meta), "",
+            " more notebook passes) and the site are not part of it. A target's load is read as it starts, so it"
+            " includes the two workers of the target before (the run itself keeps both cores busy).", "",
+            provenance(meta), "",
             "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}` | {r['seconds'] / 60:.1f} min | {r['result'] or 'exit ' + str(r['returncode'])}"
             f"{'' if r['returncode'] == 0 else ' (**failed**)'} | {r['load']:.2f} |" for r in rows]

@@ -859,6 +859,19 @@ def awaiting(part: str, what: str) -> list[str]:
             "", f"    {PARTS[part][2]}", ""]
 
 
+def merge_chapters(earlier: dict, now: dict) -> dict:
+    """The chapters table of `earlier` with the rows of the chapters measured `now` replaced (a run
+    with --notebooks); the earlier run's provenance stays, and `now`'s is listed under "remeasured"."""
+    measured = {r["notebook"]: r for r in now["rows"]}
+    rows = [measured.pop(r["notebook"], r) for r in earlier["rows"]] + list(measured.values())
+    meta = dict(earlier["meta"])
+    m = now["meta"]
+    meta["remeasured"] = meta.get("remeasured", []) + [{
+        "notebooks": [r["notebook"] for r in now["rows"]], "date": m["date"], "commit": m["commit"],
+        "dirty": m.get("dirty"), "load_median": m["load_median"], "load_max": m["load_max"]}]
+    return {"meta": meta, "rows": sorted(rows, key=lambda r: r["notebook"])}
+
+
 def chapters_section(data: dict | None) -> list[str]:
     out = ["## The chapters", ""]
     if data is None:
@@ -873,7 +886,10 @@ def chapters_section(data: dict | None) -> list[str]:
         " their seconds. Peak memory: the larger of the kernel's peak resident set and the peak of the"
         " summed PSS of the kernel and the processes it starts (shared pages counted once).",
         "",
-        provenance(meta),
+        provenance(meta) + "".join(
+            f" Re-measured {m['date']} at commit `{m['commit']}`{' plus uncommitted changes' if m.get('dirty') else ''}"
+            f" (load median {m['load_median']}, highest {m['load_max']}): {', '.join(m['notebooks'])}."
+            for m in meta.get("remeasured", [])),
         "",
         f"| chapter | wall time | heaviest cells (cell: s) | peak memory | budget ({CHAPTER_SECONDS} s,"
         f" {CHAPTER_BYTES / GB:.1f} GB) | load |",
@@ -1364,7 +1380,11 @@ def main(argv=None) -> int:
             print(f"  built in {rows.get('build_seconds', float('nan')):.0f} s"
                   + (f"  ERROR {rows['error']}" if "error" in rows else ""), flush=True)
         finish_meta(meta, began, rows if isinstance(rows, list) else [rows])
-        (directory / PARTS[part][0]).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+        out = {"meta": meta, "rows": rows}
+        earlier = directory / PARTS[part][0]
+        if part == "chapters" and args.notebooks and earlier.is_file():  # some chapters: update their rows
+            out = merge_chapters(json.loads(earlier.read_text()), out)
+        earlier.write_text(json.dumps(out, indent=1) + "\n")
         progress_path.unlink(missing_ok=True)
         write_sections(directory, results, [part])
         print(f"wrote {PARTS[part][0]} and its section of {results}", flush=True)

@@ -260,3 +260,17 @@ def test_gpu_script_skips_what_does_not_fit():
                                            "flash_block": 64},
                                   "card": {"name": "CPU", "torch": "t", "threads": 1}, "attention": rows}))
     assert "Skipped sizes" in text and "T = 32" in text
+
+
+def test_remeasuring_some_chapters_replaces_only_their_rows_and_says_when():
+    meta = dict(date="2026-01-01 10:00", commit="aaa", dirty=False, load_median=0.5, load_max=0.9)
+    row = lambda name, seconds: dict(notebook=name, seconds=seconds)  # noqa: E731
+    earlier = {"meta": dict(meta), "rows": [row("01_a.ipynb", 10.0), row("02_b.ipynb", 20.0), row("03_c.ipynb", 5.0)]}
+    now = {"meta": dict(meta, date="2026-01-02 11:00", commit="bbb", load_max=1.2), "rows": [row("02_b.ipynb", 15.0)]}
+    merged = run.merge_chapters(earlier, now)
+    assert [(r["notebook"], r["seconds"]) for r in merged["rows"]] == [
+        ("01_a.ipynb", 10.0), ("02_b.ipynb", 15.0), ("03_c.ipynb", 5.0)]
+    assert merged["meta"]["date"] == "2026-01-01 10:00"  # the table's own run keeps its provenance
+    assert merged["meta"]["remeasured"] == [dict(notebooks=["02_b.ipynb"], date="2026-01-02 11:00", commit="bbb",
+                                                 dirty=False, load_median=0.5, load_max=1.2)]
+    assert earlier["meta"].get("remeasured") is None  # the inputs are left as they were

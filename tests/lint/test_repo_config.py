@@ -352,3 +352,13 @@ def test_chapters_that_use_both_cores_run_alone():
     both = {f"chapters/{nb.name}" for nb in sorted((ROOT / "chapters").glob("*.ipynb")) if uses_both_cores(nb)}
     assert both, "no chapter found that uses both cores: has the setup call changed?"
     assert make_list("NB_BOTH_CORES") == both, f"NB_BOTH_CORES should be {sorted(both)}"
+
+
+def test_chapters_with_close_speed_claims_read_a_clock():
+    """NB_CLOSE_TIMES (run alone for a speed claim near its bound) lists chapters that time
+    something, and none that is already in NB_BOTH_CORES."""
+    close = make_list("NB_CLOSE_TIMES")
+    for name in close:
+        assert re.search(r"\btime\.(perf_counter|process_time|time)\(|\bbest_time\(", chapter_code(ROOT / name)), (
+            f"{name} is in NB_CLOSE_TIMES but reads no clock")
+    assert not close & make_list("NB_BOTH_CORES")

@@ -55,7 +55,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
-def benchmark_script(request):
+def study(request):
     """The script benchmarks/<BENCHMARK>.py (BENCHMARK: a name the test module sets), loaded as
     a module, with benchmarks/ on sys.path while the module's tests run (the scripts import
     their neighbours: seeds, run)."""

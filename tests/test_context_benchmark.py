@@ -1,20 +1,11 @@
 """benchmarks/context.py: one short run records what chapter 16's context-extension study
 reports, and the report writes its table between its own markers only."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
-
-BENCHMARK = "context"  # loaded by conftest's benchmark_script
-
-
-@pytest.fixture(scope="module")
-def study(benchmark_script):
-    return benchmark_script
+BENCHMARK = "context"  # loaded by conftest's study fixture
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +34,7 @@ def test_the_report_replaces_only_its_own_section(study, record, tmp_path, monke
     monkeypatch.setattr(study, "HERE", tmp_path)
     monkeypatch.setattr(study, "STORE", tmp_path / "context.json")
     (tmp_path / "context.json").write_text(json.dumps(store))
-    sys.path.insert(0, str(BENCH))
-    try:
-        study.write_report()
-    finally:
-        sys.path.remove(str(BENCH))
+    study.write_report()
     written = results.read_text()
     assert "<!-- other: begin -->\nkept\n<!-- other: end -->" in written
     assert written.count("<!-- context study: begin -->") == 1 and "| YaRN |" in written

@@ -1,19 +1,10 @@
 """benchmarks/induction.py: one short run records what chapter 18's study reports, and the report
 writes its table between its own markers only."""
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
-
-BENCHMARK = "induction"  # loaded by conftest's benchmark_script
-
-
-@pytest.fixture(scope="module")
-def study(benchmark_script):
-    return benchmark_script
+BENCHMARK = "induction"  # loaded by conftest's study fixture
 
 
 @pytest.fixture(scope="module")
@@ -41,11 +32,7 @@ def test_the_report_replaces_only_its_own_section(study, records, tmp_path, monk
     monkeypatch.setattr(study, "HERE", tmp_path)
     monkeypatch.setattr(study, "STORE", tmp_path / "induction.json")
     (tmp_path / "induction.json").write_text(__import__("json").dumps(store))
-    sys.path.insert(0, str(BENCH))
-    try:
-        study.write_report()
-    finally:
-        sys.path.remove(str(BENCH))
+    study.write_report()
     written = results.read_text()
     assert "<!-- other: begin -->\nkept\n<!-- other: end -->" in written
     assert written.count("<!-- induction study: begin -->") == 1 and "| seed |" in written

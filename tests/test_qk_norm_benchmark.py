@@ -2,20 +2,11 @@
 from its store, and the report writes its table between its own markers only."""
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
-
-BENCHMARK = "qk_norm"  # loaded by conftest's benchmark_script
-
-
-@pytest.fixture(scope="module")
-def study(benchmark_script):
-    return benchmark_script
+BENCHMARK = "qk_norm"  # loaded by conftest's study fixture
 
 
 @pytest.fixture(scope="module")
@@ -52,12 +43,8 @@ def test_the_runner_resumes_and_the_report_replaces_only_its_own_section(study, 
     store.write_text(json.dumps(first + [dict(r, kernels="avx2") for r in records]))
     results = tmp_path / "RESULTS.md"
     results.write_text("# Report\n\n<!-- other: begin -->\nkept\n<!-- other: end -->\n")
-    sys.path.insert(0, str(BENCH))
-    try:
-        study.write_report(store, results)
-        study.write_report(store, results)  # twice: the section is replaced, not added again
-    finally:
-        sys.path.remove(str(BENCH))
+    study.write_report(store, results)
+    study.write_report(store, results)  # twice: the section is replaced, not added again
     written = results.read_text()
     assert "<!-- other: begin -->\nkept\n<!-- other: end -->" in written
     assert written.count("<!-- qk-norm study: begin -->") == 1 and written.count("<!-- qk-norm study: end -->") == 1

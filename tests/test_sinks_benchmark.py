@@ -1,7 +1,6 @@
 """benchmarks/sinks.py: a short run records the sink scores and the streaming losses, a rerun
 skips what is stored, and the report writes its tables between its own markers only."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,12 +8,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-BENCHMARK = "sinks"  # loaded by conftest's benchmark_script
-
-
-@pytest.fixture(scope="module")
-def study(benchmark_script):
-    return benchmark_script
+BENCHMARK = "sinks"  # loaded by conftest's study fixture
 
 
 @pytest.fixture(scope="module")
@@ -54,12 +48,8 @@ def test_the_report_replaces_only_its_own_section(study, stored, monkeypatch):
     (folder / "sinks.json").write_text(json.dumps(store))
     monkeypatch.setattr(study, "HERE", folder)
     monkeypatch.setattr(study, "STORE", folder / "sinks.json")
-    sys.path.insert(0, str(BENCH))
-    try:
-        study.write_report()
-        study.write_report()  # twice: still one section
-    finally:
-        sys.path.remove(str(BENCH))
+    study.write_report()
+    study.write_report()  # twice: still one section
     written = results.read_text()
     assert "<!-- other: begin -->\nkept\n<!-- other: end -->" in written
     assert written.count("<!-- sinks study: begin -->") == 1 and written.count("| variant |") == 2

@@ -119,8 +119,9 @@ def test_short_training_run_learns_the_copy_task(tmp_path):
 
 def _by_hand(model, batches, steps, cfg):
     """The Transformer's training step written out: Adam (0.9, 0.98, 1e-9), equation (3) as the
-    learning rate of step s, label smoothing, clipping. train() must do exactly this arithmetic."""
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    learning rate of step s, label smoothing, clipping. train() must do exactly this arithmetic:
+    its multi-tensor Adam (foreach) must match the per-parameter loop here bit for bit."""
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, foreach=False)
     d_model = model.config.d_model
     factor = cfg.factor if cfg.peak_lr is None else cfg.peak_lr * (d_model * cfg.warmup) ** 0.5  # peaks at peak_lr
     lr_at = lambda s: noam_lr(s, d_model, cfg.warmup, factor)  # noqa: E731

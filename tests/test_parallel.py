@@ -5,8 +5,8 @@ computation in one process.
 One launch of two processes runs every equivalence check (`_all_checks`, a module-scoped
 fixture); the other launches check ring attention on three processes and what happens when a
 worker fails or hangs, or its launcher is killed. The worker functions live at the top level of
-this module, so that the spawned processes can import them by name (they inherit this
-process's sys.path). On a torch older than `parallel.MIN_TORCH` the whole module is skipped,
+this module, so that the launched processes can import them by name (they get this process's
+sys.path). On a torch older than `parallel.MIN_TORCH` the whole module is skipped,
 with the reason the import gives.
 """
 from __future__ import annotations
@@ -36,7 +36,7 @@ try:
 except TorchTooOld as too_old:  # chapter 17 needs a newer torch than the rest of the book
     pytest.skip(str(too_old), allow_module_level=True)
 
-pytestmark = pytest.mark.slow  # every launch starts fresh interpreters that import torch
+pytestmark = pytest.mark.slow  # launches processes (on Linux forked from a fork server)
 
 STEPS, BATCH = 6, 16
 
@@ -107,6 +107,12 @@ def _ring_with_the_default_device_elsewhere(q, k, v) -> torch.Tensor:
 def _note_pid_then_sleep(folder: str, seconds: float) -> None:
     (Path(folder) / f"{dist.get_rank()}.pid").write_text(str(os.getpid()))
     time.sleep(seconds)
+
+
+def _where_and_what() -> dict:
+    parent = os.getppid()
+    parent_maps = Path(f"/proc/{parent}/maps").read_text()  # the libraries the parent has loaded
+    return {"pid": os.getpid(), "parent": parent, "parent_has_torch": "libtorch" in parent_maps}
 
 
 def _rank_1_gives_up() -> dict:
@@ -215,6 +221,18 @@ def test_the_listening_check_sees_a_socket_open_to_every_interface():
 def test_processes_are_gone_after_a_launch(checks):
     results = checks["results"]
     assert not any(_alive(r["pid"]) for r in results), "a worker process outlived launch()"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is used on Linux only")
+def test_launches_on_linux_fork_workers_from_one_server_that_has_imported_torch():
+    from transformer_lib.parallel.launch import START_METHOD
+
+    first, second = parallel.launch(_where_and_what), parallel.launch(_where_and_what)
+    parents = {r["parent"] for r in first + second}
+    assert START_METHOD == "forkserver"
+    assert len(parents) == 1 and os.getpid() not in parents, "the workers were not forked by one fork server"
+    assert len({r["pid"] for r in first + second}) == 4
+    assert all(r["parent_has_torch"] for r in first + second), "the fork server had not imported torch"
 
 
 def test_a_failing_worker_raises_and_everything_is_cleaned_up():

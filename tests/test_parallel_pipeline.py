@@ -1,7 +1,7 @@
 """transformer_lib.parallel's pipeline (PyTorch's GPipe and 1F1B schedules on two processes,
 equal to one process in float64; the schedule simulation and its bubble) and mixed precision
 (`Autocast`, `op_dtypes`). The launched workers live at the top level of this module, so that
-the spawned processes can import them by name."""
+the launched processes can import them by name."""
 from __future__ import annotations
 
 import pytest

@@ -6,10 +6,10 @@ collectives then run over gloo on the loopback interface (127.0.0.1), or over NC
 """
 from __future__ import annotations
 
-import ctypes
 import datetime
+import multiprocessing
 import os
-import signal
+import select
 import socket
 import sys
 import tempfile
@@ -29,6 +29,10 @@ from .._checks import check_choice, check_positive_int
 HOST = "127.0.0.1"
 #: The backends `launch` knows: gloo (CPU tensors, and some CUDA ones) and NCCL (one GPU a process).
 BACKENDS = ("gloo", "nccl")
+#: What the fork server imports once, so that each worker it forks starts with them (Linux).
+PRELOAD = ["torch", "torch.distributed", "transformer_lib", "transformer_lib.parallel"]
+#: How `launch` starts its processes: forked from a fork server on Linux, fresh interpreters elsewhere.
+START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
 
 
 class WorkerError(RuntimeError):
@@ -68,9 +72,14 @@ def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0,
            backend: str = "gloo", **kwargs) -> list:
     """Run `worker(*args, **kwargs)` in `world_size` new processes joined in one process group.
 
-    Each process is started with `torch.multiprocessing` ("spawn": a fresh interpreter that
-    imports `worker` by name), sets `threads` PyTorch threads, and joins the process group
-    through a file store in a private temporary folder (no network port). gloo (the default)
+    Each process is started with `torch.multiprocessing` and imports `worker` by name. On Linux
+    it is forked from a fork server (`START_METHOD`, "forkserver"): a clean process started by
+    the first launch, which has imported torch and this package once (`PRELOAD`), so a later
+    launch does not pay a second or two per process to import them again; elsewhere each is a
+    fresh interpreter ("spawn", Python's default on macOS, where forking a process that has
+    loaded system frameworks is unsafe, and on Windows, which cannot fork). Each sets `threads`
+    PyTorch threads, and joins the process group through a file store in a private temporary
+    folder (no network port). gloo (the default)
     is told to use the loopback interface; NCCL (`backend="nccl"`) needs a CUDA GPU per
     process, and each process makes GPU `LOCAL_RANK` its current device. Inside, `dist.get_rank()`
     and `dist.get_world_size()` say who is who; the environment variables that `torchrun` sets
@@ -95,9 +104,11 @@ def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0,
         raise ValueError(f"backend='nccl' needs a CUDA GPU per process: world_size={world_size}, but this "
                          f"machine has {torch.cuda.device_count()}")
     with tempfile.TemporaryDirectory(prefix="transformer_lib-parallel-") as folder:
+        if START_METHOD == "forkserver":  # takes effect when the fork server starts (the first launch)
+            multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
         context = mp.start_processes(
             _run_worker, args=(world_size, folder, worker, args, kwargs, threads, float(timeout), backend, os.getpid()),
-            nprocs=world_size, join=False, daemon=True, start_method="spawn")
+            nprocs=world_size, join=False, daemon=True, start_method=START_METHOD)
         pids = [p.pid for p in context.processes]
         try:
             _wait(context, timeout, pids, folder)
@@ -168,29 +179,44 @@ def _log_tail(folder: str, world_size: int, chars: int = 2000) -> str:
     return "".join(tails)
 
 
-def _end_with_parent(parent: int) -> None:
-    """End this process when the process that launched it dies, even by SIGKILL (then no
-    `finally` of the parent runs): on Linux the kernel sends SIGTERM (prctl PR_SET_PDEATHSIG);
-    elsewhere a daemon thread watches for the parent to go."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-        if os.getppid() != parent:  # the parent died before the request was made
-            os._exit(1)
-        return
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: is there such a process (sends nothing)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - it exists, owned by someone else
+        return True
+    return True
 
-    def watch() -> None:  # pragma: no cover - not Linux
-        while os.getppid() == parent:
-            time.sleep(1.0)
+
+def _end_with_launcher(launcher: int) -> None:
+    """End this process when the process that launched it dies, even by SIGKILL (then no
+    `finally` of the launcher runs). A daemon thread waits for the launcher to exit (on Linux
+    through a pidfd, ready the moment it exits; elsewhere by checking every second) and then
+    ends this process. The parent is no guide: under the fork server it is the server, which
+    outlives the launcher while a worker holds its pipe."""
+    try:
+        handle = os.pidfd_open(launcher)
+    except ProcessLookupError:  # it died before this process started watching
+        os._exit(1)
+    except (AttributeError, OSError):  # pragma: no cover - no pidfd (not Linux, or Linux before 5.3)
+        handle = None
+
+    def watch() -> None:
+        if handle is not None:
+            select.select([handle], [], [])  # readable once the launcher has exited
+        else:  # pragma: no cover - no pidfd
+            while _alive(launcher):
+                time.sleep(1.0)
         os._exit(1)
 
-    threading.Thread(target=watch, daemon=True).start()  # pragma: no cover - not Linux
+    threading.Thread(target=watch, daemon=True, name="end-with-launcher").start()
 
 
 def _run_worker(rank: int, world_size: int, folder: str, worker: Callable, args: tuple, kwargs: dict, threads: int,
-                timeout: float, backend: str, parent: int) -> None:
+                timeout: float, backend: str, launcher: int) -> None:
     """The body of each launched process (rank given by torch.multiprocessing)."""
-    _end_with_parent(parent)
+    _end_with_launcher(launcher)
     log = open(Path(folder) / f"rank{rank}.log", "w")
     os.dup2(log.fileno(), 1)  # everything this process prints, Python or C++, goes to the log
     os.dup2(log.fileno(), 2)

@@ -15,8 +15,8 @@ __all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_c
 #: validation dates spread over the calendar (`evenly_spaced`); when it reaches `target`, the
 #: other validation dates must reach `confirm`, and the run stops, with the averaged weights; else
 #: it ends at `max_steps`, with the average of the last snapshots. The cap bounds the live run's
-#: time: the shipped run's record and chapter 11's stored run took 50-51 ms a step (two threads,
-#: evaluations included), so 1,500 steps is 75-77 s there. Every run of the studies had stopped by
+#: time: the shipped run's record and chapter 11's stored run took 45 and 40 ms a step (two threads,
+#: evaluations included), so 1,500 steps is 60-67 s there. Every run of the studies had stopped by
 #: the rule by then, one at exactly 1,500 (at 1,100-1,500 steps over the CPU sweep's 10 runs, 1,200-1,500 in the GPU
 #: study), and in the GPU study the average of the last 5 was above 99% on the test dates at 1,500
 #: steps in every seed.

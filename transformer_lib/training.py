@@ -220,10 +220,8 @@ def train(model: nn.Module, train_loader: Iterable, val_batches: Iterable | None
     loss_fn = loss_fn or seq2seq_loss
     eval_fn = eval_fn or evaluate
     lr_at = lr_schedule(cfg, model)
-    # foreach: one multi-tensor update for all parameters, bit for bit the per-parameter loop's
-    # arithmetic (PyTorch picks the loop on a CPU; this saves about a tenth of a date-model step)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=tuple(cfg.betas), eps=cfg.adam_eps,
-                                 foreach=True)
+    # foreach: one multi-tensor update, bit for bit the per-parameter loop PyTorch picks on a CPU
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=tuple(cfg.betas), eps=cfg.adam_eps, foreach=True)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: lr_at(i + 1))  # lr = 1.0 * lr_at(step)
     device = device_of(model)
     hist = History()

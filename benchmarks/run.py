@@ -950,8 +950,10 @@ def step_section(data: dict | None) -> list[str]:
         + (f" ({params.get('transformer_lib', 0):,} against {params.get('nn.Transformer', 0):,} parameters: PyTorch's"
            " adds a final LayerNorm to each stack)" if len(params) == 2 else "")
         + "; both take boolean masks made before the clock starts. Bare step: median (lowest-highest) of"
-        " 30 steps after 3 warm-up steps. `tl.train`: the book's loop (batches collated as it runs, the"
-        " learning-rate schedule), the median of 5 runs of 10 steps, per step. Each row in a fresh process.",
+        " 30 steps after 3 warm-up steps, with Adam as PyTorch picks it (on a CPU, its loop over the"
+        " parameters). `tl.train`: the book's loop (batches collated as it runs, the learning-rate"
+        " schedule, and Adam's multi-tensor update, `foreach`: the same arithmetic), the median of 5 runs"
+        " of 10 steps, per step. Each row in a fresh process.",
         "",
         provenance(meta),
         "",
@@ -1211,7 +1213,9 @@ def summary_section(directory: Path) -> list[str]:
         answer = (f"{total / 60:.1f} min for all {len(rows)} chapters; slowest chapter {worst['notebook'][:2]},"
                   f" {worst['seconds']:.0f} s; " + (f"over {CHAPTER_SECONDS} s: {', '.join(over)}" if over
                                                      else f"every chapter within {CHAPTER_SECONDS} s")
-                  + f"; peak memory at most {fmt_gb(max(r['peak_bytes'] for r in rows))}")
+                  + f"; peak memory at most {fmt_gb(max(r['peak_bytes'] for r in rows))}"
+                  + "".join(f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" for heavy in
+                            [[r["notebook"][:2] for r in rows if r["peak_bytes"] > CHAPTER_BYTES]] if heavy))
     line("How long does the whole book take to run?", "chapters", answer if ch else "", "The chapters")
     mt = data["make-test"]
     if mt:

@@ -81,7 +81,11 @@ def machine() -> dict:
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.splitlines()
+    changed = [line[3:] for line in status if not line[3:].startswith("benchmarks/")]  # what the runs ran
     return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+            "uncommitted": changed,
             "torch": torch.__version__, "native_kernels": torch.backends.cpu.get_cpu_capability(),
             "cores": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2)}
 
@@ -153,7 +157,9 @@ def report() -> str:
         data = json.loads(path.read_text())
         m = data["machine"]
         failed = [r for r in data["runs"] if r["error"]]
-        notes.append(f"- `{path.name}`: {m['date']}, commit {m['commit']}, torch {m['torch']}, this machine's "
+        notes.append(f"- `{path.name}`: {m['date']}, commit {m['commit']}"
+                     + (f" plus uncommitted changes to {', '.join(m['uncommitted'])}" if m.get("uncommitted") else "")
+                     + f", torch {m['torch']}, this machine's "
                      f"own kernels {m['native_kernels']}, load {m['load_before']}-{m['load_after']}"
                      + (f"; {len(failed)} run(s) stopped early: " + "; ".join(
                          f"seed {r['seed']} {r['kernels']}: {r['error']}" for r in failed) if failed else "")

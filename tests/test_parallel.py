@@ -105,6 +105,7 @@ def _ring_with_the_default_device_elsewhere(q, k, v) -> torch.Tensor:
 
 
 def _note_pid_then_sleep(folder: str, seconds: float) -> None:
+    (Path(folder) / f"{dist.get_rank()}.parent").write_text(str(os.getppid()))  # the fork server, on Linux
     (Path(folder) / f"{dist.get_rank()}.pid").write_text(str(os.getpid()))
     time.sleep(seconds)
 
@@ -112,7 +113,8 @@ def _note_pid_then_sleep(folder: str, seconds: float) -> None:
 def _where_and_what() -> dict:
     parent = os.getppid()
     parent_maps = Path(f"/proc/{parent}/maps").read_text()  # the libraries the parent has loaded
-    return {"pid": os.getpid(), "parent": parent, "parent_has_torch": "libtorch" in parent_maps}
+    return {"pid": os.getpid(), "parent": parent, "parent_has_torch": "libtorch" in parent_maps,
+            "mark": os.environ.get("TL_LAUNCH_MARK")}
 
 
 def _rank_1_gives_up() -> dict:
@@ -224,10 +226,15 @@ def test_processes_are_gone_after_a_launch(checks):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server is used on Linux only")
-def test_launches_on_linux_fork_workers_from_one_server_that_has_imported_torch():
+def test_launches_on_linux_fork_workers_from_one_server_that_has_imported_torch(monkeypatch):
     from transformer_lib.parallel.launch import START_METHOD
 
-    first, second = parallel.launch(_where_and_what), parallel.launch(_where_and_what)
+    monkeypatch.delenv("TL_LAUNCH_MARK", raising=False)
+    first = parallel.launch(_where_and_what)
+    monkeypatch.setenv("TL_LAUNCH_MARK", "set after the server started")  # the launcher's environment counts
+    second = parallel.launch(_where_and_what)
+    assert [r["mark"] for r in first] == [None, None]
+    assert [r["mark"] for r in second] == ["set after the server started"] * 2
     parents = {r["parent"] for r in first + second}
     assert START_METHOD == "forkserver"
     assert len(parents) == 1 and os.getpid() not in parents, "the workers were not forked by one fork server"
@@ -254,10 +261,11 @@ def test_a_hanging_worker_is_stopped_at_the_timeout():
     assert not any(_alive(pid) for pid in caught.value.pids)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server and pidfds are Linux's")
 def test_workers_end_when_their_launcher_is_killed(tmp_path):
     # A script launches two sleeping workers and is killed by SIGKILL: no `finally` of it runs,
-    # and without a guard its daemonic workers would sleep on for ten minutes.
+    # and without a guard its daemonic workers would sleep on for ten minutes. Their parent is
+    # the fork server, which must end too once they have.
     code = ("import sys; sys.path[:0] = sys.argv[1:3]; import test_parallel as t; "
             "t.parallel.launch(t._note_pid_then_sleep, sys.argv[3], 600, timeout=900)")
     here = str(Path(__file__).resolve().parent)
@@ -269,6 +277,8 @@ def test_workers_end_when_their_launcher_is_killed(tmp_path):
         pids = [int(p.read_text()) for p in tmp_path.glob("*.pid")]
         assert len(pids) == 2, "the workers did not start"
         assert all(_alive(pid) for pid in pids)
+        servers = {int(p.read_text()) for p in tmp_path.glob("*.parent")}
+        assert len(servers) == 1 and script.pid not in servers, "the workers were not forked by a fork server"
     finally:
         script.send_signal(signal.SIGKILL)
         script.wait()
@@ -276,6 +286,9 @@ def test_workers_end_when_their_launcher_is_killed(tmp_path):
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in pids), "a worker outlived its killed launcher"
+    while any(_alive(pid) for pid in servers) and time.monotonic() < deadline + 10:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in servers), "the fork server outlived its killed launcher and workers"
 
 
 def test_launch_checks_its_arguments():

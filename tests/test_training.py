@@ -146,13 +146,15 @@ def test_transformer_losses_are_bit_identical_to_the_written_out_step():
     vocab, train_pairs, _ = copy_task(n_train=200)
     batches = [collate(train_pairs[i : i + 50], vocab, vocab) for i in range(0, 200, 50)]
     cfg = recipe_config(max_steps=20)
-    runs = []
+    runs, weights = [], []
     for how in ("train", "train", "by hand"):
         torch.manual_seed(0)
         model = tl.Transformer(tl.TransformerConfig(len(vocab), len(vocab), d_model=16, n_heads=2, d_ff=32,
                                                     n_layers=1, dropout=0.0))
         runs.append(train(model, batches, None, cfg).loss if how == "train" else _by_hand(model, batches, 20, cfg))
+        weights.append(model.state_dict())
     assert len(runs[0]) == 20 and runs[0] == runs[1] == runs[2]  # exactly equal, not close
+    assert all(torch.equal(w[k], weights[2][k]) for w in weights[:2] for k in w)  # after the 20th update too
 
 
 def test_noam_lr_rejects_step_zero_and_negative_steps():

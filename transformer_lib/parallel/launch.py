@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import datetime
 import multiprocessing
+import multiprocessing.connection
 import os
-import select
 import socket
 import sys
 import tempfile
@@ -73,15 +73,19 @@ def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0,
     """Run `worker(*args, **kwargs)` in `world_size` new processes joined in one process group.
 
     Each process is started with `torch.multiprocessing` and imports `worker` by name. On Linux
-    it is forked from a fork server (`START_METHOD`, "forkserver"): a clean process started by
-    the first launch, which has imported torch and this package once (`PRELOAD`), so a later
-    launch does not pay a second or two per process to import them again; elsewhere each is a
+    it is forked from a fork server (`START_METHOD`, "forkserver"): a clean process that the
+    first launch of this process starts, which imports torch and this package once (`PRELOAD`),
+    so a later launch does not pay a second or two per process to import them again. What the
+    server imported stays as it was then: an edit to this package, or a variable that torch
+    reads as it is imported (ATEN_CPU_CAPABILITY, OMP_NUM_THREADS), reaches the workers only
+    after a restart of the launching process (a new kernel); the rest of the environment, the
+    working folder and sys.path are the launcher's at each launch. Elsewhere each process is a
     fresh interpreter ("spawn", Python's default on macOS, where forking a process that has
     loaded system frameworks is unsafe, and on Windows, which cannot fork). Each sets `threads`
     PyTorch threads, and joins the process group through a file store in a private temporary
-    folder (no network port). gloo (the default)
-    is told to use the loopback interface; NCCL (`backend="nccl"`) needs a CUDA GPU per
-    process, and each process makes GPU `LOCAL_RANK` its current device. Inside, `dist.get_rank()`
+    folder (no network port). gloo (the default) is told to use the loopback interface; NCCL
+    (`backend="nccl"`) needs a CUDA GPU per process, and each process makes GPU `LOCAL_RANK` its
+    current device. Inside, `dist.get_rank()`
     and `dist.get_world_size()` say who is who; the environment variables that `torchrun` sets
     (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR) are set too. What a worker prints goes to a log
     file, not to the caller's output; it is attached to the error if a worker fails. A worker
@@ -107,7 +111,8 @@ def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0,
         if START_METHOD == "forkserver":  # takes effect when the fork server starts (the first launch)
             multiprocessing.get_context("forkserver").set_forkserver_preload(PRELOAD)
         context = mp.start_processes(
-            _run_worker, args=(world_size, folder, worker, args, kwargs, threads, float(timeout), backend, os.getpid()),
+            _run_worker, args=(world_size, folder, worker, args, kwargs, threads, float(timeout), backend, os.getpid(),
+                               dict(os.environ)),
             nprocs=world_size, join=False, daemon=True, start_method=START_METHOD)
         pids = [p.pid for p in context.processes]
         try:
@@ -180,6 +185,7 @@ def _log_tail(folder: str, world_size: int, chars: int = 2000) -> str:
 
 
 def _alive(pid: int) -> bool:
+    """Is there a process `pid` (POSIX; used only where a pidfd is refused)?"""
     try:
         os.kill(pid, 0)  # signal 0: is there such a process (sends nothing)
     except ProcessLookupError:
@@ -191,20 +197,26 @@ def _alive(pid: int) -> bool:
 
 def _end_with_launcher(launcher: int) -> None:
     """End this process when the process that launched it dies, even by SIGKILL (then no
-    `finally` of the launcher runs). A daemon thread waits for the launcher to exit (on Linux
-    through a pidfd, ready the moment it exits; elsewhere by checking every second) and then
-    ends this process. The parent is no guide: under the fork server it is the server, which
-    outlives the launcher while a worker holds its pipe."""
-    try:
-        handle = os.pidfd_open(launcher)
-    except ProcessLookupError:  # it died before this process started watching
-        os._exit(1)
-    except (AttributeError, OSError):  # pragma: no cover - no pidfd (not Linux, or Linux before 5.3)
-        handle = None
+    `finally` of the launcher runs). A daemon thread waits for the launcher to exit and then
+    ends this process. Under the fork server (Linux) the parent is the server, which outlives a
+    killed launcher while a worker holds its pipe, so the thread waits on a pidfd of the
+    launcher, ready the moment it exits (where pidfds are refused, it checks every second).
+    Under "spawn" the launcher is the parent, and it waits on multiprocessing's sentinel of
+    the parent (a pipe the launcher holds; a process handle on Windows)."""
+    handle = None
+    if START_METHOD == "spawn":  # pragma: no cover - not Linux
+        handle = multiprocessing.parent_process().sentinel
+    else:
+        try:
+            handle = os.pidfd_open(launcher)
+        except ProcessLookupError:  # it died before this process started watching
+            os._exit(1)
+        except (AttributeError, OSError):  # pragma: no cover - Linux before 5.3, or a sandbox without pidfds
+            handle = None
 
     def watch() -> None:
         if handle is not None:
-            select.select([handle], [], [])  # readable once the launcher has exited
+            multiprocessing.connection.wait([handle])  # ready once the launcher has exited
         else:  # pragma: no cover - no pidfd
             while _alive(launcher):
                 time.sleep(1.0)
@@ -214,9 +226,11 @@ def _end_with_launcher(launcher: int) -> None:
 
 
 def _run_worker(rank: int, world_size: int, folder: str, worker: Callable, args: tuple, kwargs: dict, threads: int,
-                timeout: float, backend: str, launcher: int) -> None:
+                timeout: float, backend: str, launcher: int, environ: dict) -> None:
     """The body of each launched process (rank given by torch.multiprocessing)."""
     _end_with_launcher(launcher)
+    os.environ.clear()  # the launcher's environment now, not the fork server's from its start
+    os.environ.update(environ)
     log = open(Path(folder) / f"rank{rank}.log", "w")
     os.dup2(log.fileno(), 1)  # everything this process prints, Python or C++, goes to the log
     os.dup2(log.fileno(), 2)

@@ -42,11 +42,7 @@ NB_CLOSE_TIMES := chapters/13_attention_cost.ipynb
 # NB's words as paths like chapters/NN_name.ipynb (a folder: its notebooks), so the list above matches.
 NB_FILES = $(patsubst ./%,%,$(subst //,/,$(foreach f,$(or $(NB),chapters),\
 	$(or $(sort $(wildcard $(f:/=)/*.ipynb)),$(f)))))
-# Round 1 hands out the longest chapters first (benchmarks/RESULTS.md's chapter table), so that
-# neither worker is left with a long chapter while the other has finished.
-NB_LONG_FIRST := chapters/12_inference.ipynb chapters/16_modern_decoder.ipynb chapters/14_decoder_only.ipynb
-NB_ONE_THREAD = $(filter-out $(NB_BOTH_CORES) $(NB_CLOSE_TIMES),$(NB_FILES))
-NB_ROUND1 = $(filter $(NB_LONG_FIRST),$(NB_ONE_THREAD)) $(filter-out $(NB_LONG_FIRST),$(NB_ONE_THREAD))
+NB_ROUND1 = $(filter-out $(NB_BOTH_CORES) $(NB_CLOSE_TIMES),$(NB_FILES))
 NB_ROUND2 = $(filter $(NB_BOTH_CORES) $(NB_CLOSE_TIMES),$(NB_FILES))
 XDIST = $(if $(filter 1,$(JOBS)),,-n $(JOBS) --dist loadfile)
 # $(call nbval_rounds,OPTIONS): both rounds run even if the first fails; non-zero if either did.

@@ -362,14 +362,3 @@ def test_chapters_with_close_speed_claims_read_a_clock():
         assert re.search(r"\btime\.(perf_counter|process_time|time)\(|\bbest_time\(", chapter_code(ROOT / name)), (
             f"{name} is in NB_CLOSE_TIMES but reads no clock")
     assert not close & make_list("NB_BOTH_CORES")
-
-
-def test_the_long_chapters_handed_out_first_are_round_one_chapters():
-    """NB_LONG_FIRST (round 1 starts with them, so that no worker is left alone with a long
-    chapter at the end) names chapters that exist and that round 1 runs."""
-    first = make_list("NB_LONG_FIRST")
-    assert first
-    for name in first:
-        assert (ROOT / name).is_file(), f"NB_LONG_FIRST names {name}, which does not exist"
-    assert not first & (make_list("NB_BOTH_CORES") | make_list("NB_CLOSE_TIMES")), (
-        "a chapter in NB_LONG_FIRST runs in round 2, not round 1")

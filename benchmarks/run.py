@@ -1210,12 +1210,12 @@ def summary_section(directory: Path) -> list[str]:
         total = sum(r["seconds"] for r in rows)
         over = [r["notebook"][:2] for r in rows if not r["seconds"] <= CHAPTER_SECONDS or r["error"]]
         worst = max(rows, key=lambda r: r["seconds"])
+        heavy = [r["notebook"][:2] for r in rows if r["peak_bytes"] > CHAPTER_BYTES]
         answer = (f"{total / 60:.1f} min for all {len(rows)} chapters; slowest chapter {worst['notebook'][:2]},"
                   f" {worst['seconds']:.0f} s; " + (f"over {CHAPTER_SECONDS} s: {', '.join(over)}" if over
                                                      else f"every chapter within {CHAPTER_SECONDS} s")
                   + f"; peak memory at most {fmt_gb(max(r['peak_bytes'] for r in rows))}"
-                  + "".join(f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" for heavy in
-                            [[r["notebook"][:2] for r in rows if r["peak_bytes"] > CHAPTER_BYTES]] if heavy))
+                  + (f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" if heavy else ""))
     line("How long does the whole book take to run?", "chapters", answer if ch else "", "The chapters")
     mt = data["make-test"]
     if mt:

@@ -10,16 +10,16 @@ __all__ = ["DATE_MODEL", "DATE_RECIPE", "evenly_spaced", "recipe_config", "rnn_c
 #: The date model and the recipe it is trained with: chapter 11 runs it live and
 #: scripts/train_transformer.py makes the shipped checkpoint with it, both through `training.train`
 #: with the hook `training.AverageAndStop`. benchmarks/recipe.py is the study that chose it
-#: (benchmarks/RESULTS.md): every `eval_every` steps a snapshot of the weights; the average of
-#: the last `average` snapshots is scored (greedy exact match, `training.evaluate`) on `eval_size`
-#: validation dates spread over the calendar (`evenly_spaced`); when it reaches `target`, the
-#: other validation dates must reach `confirm`, and the run stops, with the averaged weights; else
-#: it ends at `max_steps`, with the average of the last snapshots. The cap bounds the live run's
-#: time: the shipped run's record and chapter 11's stored run took 45 and 40 ms a step (two threads,
+#: (benchmarks/RESULTS.md): every `eval_every` steps a snapshot of the weights; the average of the
+#: last `average` snapshots is scored (greedy exact match, `training.evaluate`) on `eval_size`
+#: validation dates spread over the calendar (`evenly_spaced`); when it reaches `target`, the other
+#: validation dates must reach `confirm`, and the run stops, with the averaged weights; else it
+#: ends at `max_steps`, with the average of the last snapshots. The cap bounds the live run's time:
+#: the shipped run's record and chapter 11's stored run took 45 and 40 ms a step (two threads,
 #: evaluations included), so 1,500 steps is 60-67 s there. Every run of the studies had stopped by
-#: the rule by then, one at exactly 1,500 (at 1,100-1,500 steps over the CPU sweep's 10 runs, 1,200-1,500 in the GPU
-#: study), and in the GPU study the average of the last 5 was above 99% on the test dates at 1,500
-#: steps in every seed.
+#: the rule by then, one at exactly 1,500 (at 1,100-1,500 steps over the CPU sweep's 10 runs,
+#: 1,200-1,500 in the GPU study), and in the GPU study the average of the last 5 was above 99% on
+#: the test dates at 1,500 steps in every seed.
 DATE_MODEL = dict(d_model=64, n_heads=4, d_ff=128, n_layers=2, dropout=0.0, max_len=128)
 DATE_RECIPE = dict(batch_size=64, peak_lr=3e-3, warmup=300, label_smoothing=0.1, clip_norm=1.0,
                    eval_every=100, eval_size=1000, average=5, target=0.996, confirm=0.995, max_steps=1500)

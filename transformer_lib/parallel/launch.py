@@ -85,9 +85,9 @@ def launch(worker: Callable, *args, world_size: int = 2, timeout: float = 300.0,
     PyTorch threads, and joins the process group through a file store in a private temporary
     folder (no network port). gloo (the default) is told to use the loopback interface; NCCL
     (`backend="nccl"`) needs a CUDA GPU per process, and each process makes GPU `LOCAL_RANK` its
-    current device. Inside, `dist.get_rank()`
-    and `dist.get_world_size()` say who is who; the environment variables that `torchrun` sets
-    (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR) are set too. What a worker prints goes to a log
+    current device. Inside, `dist.get_rank()` and `dist.get_world_size()` say who is who; the
+    environment variables that `torchrun` sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR) are set
+    too. What a worker prints goes to a log
     file, not to the caller's output; it is attached to the error if a worker fails. A worker
     whose launching process dies (killed, not only stopped) is ended too.
 

@@ -190,6 +190,8 @@ def test_a_two_by_two_mesh_trains_one_step_like_one_process():
     assert [r["dp_group"] for r in results] == [[0, 2], [1, 3], [0, 2], [1, 3]]
     for r in results:
         torch.testing.assert_close(r["loss"], loss, rtol=1e-12, atol=1e-12)
+        half = parallel.one_process_step(layer, x.chunk(2)[r["dp_rank"]], 0.1)[1]  # the rows it read
+        torch.testing.assert_close(r["own_loss"], half, rtol=1e-12, atol=1e-12)
         mine = parallel.shard_like(parallel.tensor_parallel(layer, r["tp_rank"], 2), full)
         assert set(r["state"]) == set(mine)
         for name, value in mine.items():

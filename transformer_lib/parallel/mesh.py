@@ -28,7 +28,8 @@ def mesh_step_worker(layer: nn.Module, x: torch.Tensor, lr: float, dp: int = 2, 
     after the backward pass all-reduces its gradients over the "dp" group and divides by dp;
     then one plain gradient step, `p -= lr * grad`. Returns {"rank", "dp_rank", "tp_rank",
     "tp_group" and "dp_group" (the global ranks in this process's groups), "loss" (the whole
-    batch's, averaged over dp), "state" (this process's updated parameters, by name)}."""
+    batch's, averaged over dp), "own_loss" (the loss on this process's B / dp sequences),
+    "state" (this process's updated parameters, by name)}."""
     from torch.distributed.device_mesh import init_device_mesh
 
     check_positive_int("dp", dp)
@@ -53,7 +54,8 @@ def mesh_step_worker(layer: nn.Module, x: torch.Tensor, lr: float, dp: int = 2, 
         dist.all_reduce(total, group=dp_group)
     return {"rank": dist.get_rank(), "dp_rank": dp_rank, "tp_rank": tp_rank,
             "tp_group": dist.get_process_group_ranks(tp_group), "dp_group": dist.get_process_group_ranks(dp_group),
-            "loss": total / dp, "state": {n: p.detach().clone() for n, p in split.named_parameters()}}
+            "loss": total / dp, "own_loss": loss.detach(),
+            "state": {n: p.detach().clone() for n, p in split.named_parameters()}}
 
 
 def one_process_step(layer: nn.Module, x: torch.Tensor, lr: float) -> tuple[nn.Module, torch.Tensor]:

@@ -83,17 +83,22 @@ PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pyto
 #   3. torch, at requirements.txt's pin (see TORCH above for which build);
 #   4. transformer_lib itself, editable; then `pip check`.
 # tests/lint/test_lock.py checks that what is installed is the lock.
+# --no-compile: pip would byte-compile every module of every package at install (most are never
+# imported); Python compiles a module the first time it is imported and keeps the result. On
+# this book's 2-core machine that halves making the environment: 118 s -> 62 s for the lock and
+# torch from the local wheels (benchmarks/RESULTS.md, "make test").
 TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
 PIP := $(PY) -m pip --disable-pip-version-check
+PIP_INSTALL := $(PIP) install --no-compile
 env: $(ENV_STAMP)
 $(ENV_STAMP): requirements.lock requirements.txt pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --require-hashes --no-deps -r requirements.lock
+	$(PIP_INSTALL) --quiet --require-hashes --no-deps -r requirements.lock
 	@extra="$$($(PY) scripts/lock.py extras)"; \
 	if [ -n "$$extra" ]; then echo "removing packages the lock does not list:" $$extra; \
 		$(PIP) uninstall --quiet --yes $$extra; fi
-	$(PIP) install --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
-	$(PIP) install --quiet --no-deps -e .
+	$(PIP_INSTALL) --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
+	$(PIP_INSTALL) --quiet --no-deps -e .
 	$(PIP) check
 	@touch $@
 
@@ -191,10 +196,10 @@ test-torch-versions:
 		if [ "$$(cat "$$env/.ready" 2> /dev/null)" != "$$v $$lock_hash" ]; then \
 			start=$$(date +%s); \
 			rm -rf "$$env" && $(PYTHON) -m venv "$$env" \
-			&& "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir --quiet \
+			&& "$$env/bin/pip" install --disable-pip-version-check --no-compile --no-cache-dir --quiet \
 				--require-hashes --no-deps -r "$$lockfile" \
 			&& PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check \
-				--no-cache-dir --quiet "torch==$$v" \
+				--no-compile --no-cache-dir --quiet "torch==$$v" \
 			&& "$$env/bin/pip" check --disable-pip-version-check \
 			|| { echo "error: could not make the environment for torch $$v" >&2; failed="$$failed $$v"; continue; }; \
 			echo "$$v $$lock_hash" > "$$env/.ready"; \

@@ -84,9 +84,10 @@ PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pyto
 #   4. transformer_lib itself, editable; then `pip check`.
 # tests/lint/test_lock.py checks that what is installed is the lock.
 # --no-compile: pip would byte-compile every module of every package at install (most are never
-# imported); Python compiles a module the first time it is imported and keeps the result. On
-# this book's 2-core machine that halves making the environment: 118 s -> 62 s for the lock and
-# torch from the local wheels (benchmarks/RESULTS.md, "make test").
+# imported); Python compiles a module the first time it is imported and keeps the result in
+# __pycache__ (the environment is the reader's own, so it can write there). On this book's 2-core
+# machine that halved installing the lock and torch from local wheels (118 s -> 62 s, measured
+# once by hand); the performance report's `make test` section times `make env` from nothing.
 TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
 PIP := $(PY) -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install --no-compile

@@ -896,7 +896,14 @@ def chapters_section(data: dict | None) -> list[str]:
         provenance(meta) + "".join(
             f" Re-measured {m['date']} at commit `{m['commit']}`{' plus uncommitted changes' if m.get('dirty') else ''}"
             f" (load median {m['load_median']}, highest {m['load_max']}): {', '.join(m['notebooks'])}."
-            for m in meta.get("remeasured", [])),
+            for m in meta.get("remeasured", [])) + "".join(
+            f" A full run at {o['date']} (commit `{o['commit']}`, load median {o['load_median']}) took"
+            f" {o['seconds']:.0f} s in all; chapter by chapter, on the same code, {o['ratio_low']:.2f} to"
+            f" {o['ratio_high']:.2f} times this table's time (slowest: "
+            + ", ".join(f"{name} {sec:.0f} s" for name, sec in o["slowest"])
+            + "): these shared cores run at different speeds from one hour to the next, and the load average"
+            " does not show it. The table keeps the earlier run but for the chapters re-measured."
+            for o in meta.get("other_full_runs", [])),
         "",
         f"| chapter | wall time | heaviest cells (cell: s) | peak memory | budget ({CHAPTER_SECONDS} s,"
         f" {CHAPTER_BYTES / GB:.1f} GB) | load |",

@@ -83,11 +83,14 @@ PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pyto
 #   3. torch, at requirements.txt's pin (see TORCH above for which build);
 #   4. transformer_lib itself, editable; then `pip check`.
 # tests/lint/test_lock.py checks that what is installed is the lock.
-# --no-compile: pip would byte-compile every module of every package at install (most are never
-# imported); Python compiles a module the first time it is imported and keeps the result in
-# __pycache__ (the environment is the reader's own, so it can write there). On this book's 2-core
-# machine that halved installing the lock and torch from local wheels (118 s -> 62 s, measured
-# once by hand); the performance report's `make test` section times `make env` from nothing.
+# pip byte-compiles what it installs one file at a time; here it installs without (--no-compile)
+# and the environment's modules are then compiled on every core at once (compileall -j 0), as pip
+# would have compiled them. They must be compiled at install: where PYTHONDONTWRITEBYTECODE is set
+# (as on this book's CI machine) Python never writes a compiled module itself, and every process
+# would compile torch again as it imports it. A module that does not compile for this Python (a
+# test file written for a newer one) is left as pip leaves it. On this book's 2-core machine:
+# 118 s with pip's own compiling, 62 s + 29 s this way (the lock and torch from local wheels,
+# measured once by hand); the performance report's `make test` section times `make env`.
 TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
 PIP := $(PY) -m pip --disable-pip-version-check
 PIP_INSTALL := $(PIP) install --no-compile
@@ -100,6 +103,8 @@ $(ENV_STAMP): requirements.lock requirements.txt pyproject.toml
 		$(PIP) uninstall --quiet --yes $$extra; fi
 	$(PIP_INSTALL) --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
 	$(PIP_INSTALL) --quiet --no-deps -e .
+	$(PY) -W ignore -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+		> /dev/null || true
 	$(PIP) check
 	@touch $@
 
@@ -197,10 +202,10 @@ test-torch-versions:
 		if [ "$$(cat "$$env/.ready" 2> /dev/null)" != "$$v $$lock_hash" ]; then \
 			start=$$(date +%s); \
 			rm -rf "$$env" && $(PYTHON) -m venv "$$env" \
-			&& "$$env/bin/pip" install --disable-pip-version-check --no-compile --no-cache-dir --quiet \
+			&& "$$env/bin/pip" install --disable-pip-version-check --no-cache-dir --quiet \
 				--require-hashes --no-deps -r "$$lockfile" \
 			&& PIP_CONSTRAINT=/dev/null "$$env/bin/pip" install --disable-pip-version-check \
-				--no-compile --no-cache-dir --quiet "torch==$$v" \
+				--no-cache-dir --quiet "torch==$$v" \
 			&& "$$env/bin/pip" check --disable-pip-version-check \
 			|| { echo "error: could not make the environment for torch $$v" >&2; failed="$$failed $$v"; continue; }; \
 			echo "$$v $$lock_hash" > "$$env/.ready"; \

@@ -396,7 +396,7 @@ FRESH_ENV = "env"  # timed first: making the environment, what a fresh clone's `
 
 def bench_make_test(targets, log_dir: Path, fresh: bool = True) -> list[dict]:
     """Time each of `targets`; with `fresh`, all of them in one new virtual environment made from
-    nothing (VENV=...; the first imports then compile their modules, as on a fresh clone)."""
+    nothing (VENV=...), as on a fresh clone."""
     rows = []
     log_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="fresh-venv-") as folder:
@@ -947,9 +947,9 @@ def make_test_section(data: dict | None) -> list[str]:
         out += ["Measured as on a fresh clone: `make test` first makes the environment (`make env`: a virtual"
                 " environment, the locked packages and torch from the package index, this package editable), and"
                 " the first row times that from nothing, into a new, empty folder; the other targets then ran in"
-                " that environment (so their first imports compile the modules they load: pip installs without"
-                " byte-compiling). pip's own download cache is as this machine left it; here the package index is a"
-                " local folder of wheels, so the first row is mostly unpacking and installing.", ""]
+                " that environment. pip's own download cache is as this machine left it; here the package index is"
+                " a local folder of wheels, so the first row is unpacking, installing and compiling the modules.",
+                ""]
     out += [provenance(meta), "", "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}`{', from nothing' if r['target'] == FRESH_ENV else ''}"
             f" | {r['seconds'] / 60:.1f} min"

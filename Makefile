@@ -86,9 +86,12 @@ PIP_TORCH := $(if $(filter cpu,$(TORCH)),--extra-index-url https://download.pyto
 # pip byte-compiles what it installs one file at a time; here it installs without (--no-compile)
 # and the environment's modules are then compiled on every core at once (compileall -j 0), as pip
 # would have compiled them. They must be compiled at install: where PYTHONDONTWRITEBYTECODE is set
-# (as on this book's CI machine) Python never writes a compiled module itself, and every process
-# would compile torch again as it imports it. A module that does not compile for this Python (a
-# test file written for a newer one) is left as pip leaves it. On this book's 2-core machine:
+# (as on the machine this book's .ci/run runs on) Python never writes a compiled module itself, and
+# every process would compile torch again as it imports it. compileall's listing is discarded and
+# its exit status ignored: a module that does not compile for this Python (a test file written for
+# a newer one) is left as pip leaves it; a missing site-packages folder stops the recipe. The
+# folder is purelib (in a venv on Linux lib64 links to lib, so platlib is the same folder, and on
+# macOS and Windows they are one). On this book's 2-core machine:
 # 118 s with pip's own compiling, 62 s + 29 s this way (the lock and torch from local wheels,
 # measured once by hand); the performance report's `make test` section times `make env`.
 TORCH_VERSION := $(shell sed -n 's/^torch==\([0-9][0-9.]*\).*/\1/p' requirements.txt)
@@ -103,8 +106,8 @@ $(ENV_STAMP): requirements.lock requirements.txt pyproject.toml
 		$(PIP) uninstall --quiet --yes $$extra; fi
 	$(PIP_INSTALL) --quiet $(PIP_TORCH) "torch==$(TORCH_VERSION)"
 	$(PIP_INSTALL) --quiet --no-deps -e .
-	$(PY) -W ignore -m compileall -q -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-		> /dev/null || true
+	site="$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" && test -d "$$site" \
+		&& { $(PY) -W ignore -m compileall -q -j 0 "$$site" > /dev/null || true; }
 	$(PIP) check
 	@touch $@
 

@@ -415,6 +415,8 @@ def bench_make_test(targets, log_dir: Path, fresh: bool = True) -> list[dict]:
             rows.append({"target": target, "seconds": round(seconds, 1), "returncode": proc.returncode,
                          "result": "; ".join(results), "load": round(load, 2)})  # one line per pytest run
             print(f"{seconds:.0f} s, exit {proc.returncode}: {rows[-1]['result']}", flush=True)
+            if target == FRESH_ENV and proc.returncode:  # the next target would try to make it again
+                break
     return rows
 
 
@@ -868,15 +870,55 @@ def awaiting(part: str, what: str) -> list[str]:
 
 def merge_chapters(earlier: dict, now: dict) -> dict:
     """The chapters table of `earlier` with the rows of the chapters measured `now` replaced (a run
-    with --notebooks); the earlier run's provenance stays, and `now`'s is listed under "remeasured"."""
+    with --notebooks); the earlier run's provenance stays, and `now`'s is listed under "remeasured",
+    with the times it replaced."""
     measured = {r["notebook"]: r for r in now["rows"]}
+    replaced = {r["notebook"]: r["seconds"] for r in earlier["rows"] if r["notebook"] in measured}
     rows = [measured.pop(r["notebook"], r) for r in earlier["rows"]] + list(measured.values())
     meta = dict(earlier["meta"])
     m = now["meta"]
     meta["remeasured"] = meta.get("remeasured", []) + [{
         "notebooks": [r["notebook"] for r in now["rows"]], "date": m["date"], "commit": m["commit"],
-        "dirty": m.get("dirty"), "load_median": m["load_median"], "load_max": m["load_max"]}]
+        "dirty": m.get("dirty"), "load_median": m["load_median"], "load_max": m["load_max"], "replaced": replaced}]
     return {"meta": meta, "rows": sorted(rows, key=lambda r: r["notebook"])}
+
+
+def keep_earlier_run(earlier: dict, now: dict) -> dict:
+    """A full run of the chapters (`now`) becomes the table; the table it replaces (`earlier`) is
+    kept, summed up, under "earlier_full_runs" (with its own earlier runs and re-measurements)."""
+    rows, m = earlier["rows"], earlier["meta"]
+    summary = {key: m.get(key) for key in ("date", "commit", "dirty", "load_median", "load_max", "remeasured")}
+    summary.update(total=round(sum(r["seconds"] for r in rows), 1),
+                   over={r["notebook"]: round(r["seconds"], 1) for r in rows if not r["seconds"] <= CHAPTER_SECONDS},
+                   seconds={r["notebook"]: round(r["seconds"], 1) for r in rows})
+    meta = dict(now["meta"], earlier_full_runs=m.get("earlier_full_runs", []) + [summary])
+    return {"meta": meta, "rows": now["rows"]}
+
+
+def remeasured_text(m: dict) -> str:
+    dirty = " plus uncommitted changes" if m.get("dirty") else ""
+    replaced = m.get("replaced", {})
+    was = "; ".join(f"{nb} {sec:.1f} s" if len(replaced) > 1 else f"{sec:.1f} s" for nb, sec in replaced.items())
+    return (f" Re-measured {m['date']} at commit `{m['commit']}`{dirty} (load median {m['load_median']}, highest"
+            f" {m['load_max']}): {', '.join(m['notebooks'])}" + (f" (in place of {was})" if was else "") + ".")
+
+
+def earlier_runs_text(meta: dict) -> str:
+    """A sentence per earlier full run: when, at which commit, its total and its chapters over budget."""
+    runs = meta.get("earlier_full_runs", [])
+    if not runs:
+        return ""
+    parts = []
+    for o in runs:
+        over = ", ".join(f"{nb} ({sec:.0f} s)" for nb, sec in o["over"].items())
+        parts.append(f"{o['date']} at commit `{o['commit']}`{' plus uncommitted changes' if o.get('dirty') else ''}"
+                     f" (load median {o['load_median']}): {o['total']:.0f} s in all, "
+                     + (f"over {CHAPTER_SECONDS} s: {over}" if over else f"every chapter within {CHAPTER_SECONDS} s")
+                     + "".join(remeasured_text(r).replace(" Re-measured", "; re-measured").rstrip(".")
+                               for r in o.get("remeasured") or []))
+    return (" Earlier full runs (their rows are in `chapters.json`): " + "; ".join(parts) + "."
+            " The same chapters took different times from run to run at similar load averages; we put it down to"
+            " the shared host these two cores belong to, which the load average does not see.")
 
 
 def chapters_section(data: dict | None) -> list[str]:
@@ -893,17 +935,7 @@ def chapters_section(data: dict | None) -> list[str]:
         " their seconds. Peak memory: the larger of the kernel's peak resident set and the peak of the"
         " summed PSS of the kernel and the processes it starts (shared pages counted once).",
         "",
-        provenance(meta) + "".join(
-            f" Re-measured {m['date']} at commit `{m['commit']}`{' plus uncommitted changes' if m.get('dirty') else ''}"
-            f" (load median {m['load_median']}, highest {m['load_max']}): {', '.join(m['notebooks'])}."
-            for m in meta.get("remeasured", [])) + "".join(
-            f" A full run at {o['date']} (commit `{o['commit']}`, load median {o['load_median']}) took"
-            f" {o['seconds']:.0f} s in all; chapter by chapter, on the same code, {o['ratio_low']:.2f} to"
-            f" {o['ratio_high']:.2f} times this table's time (slowest: "
-            + ", ".join(f"{name} {sec:.0f} s" for name, sec in o["slowest"])
-            + "): these shared cores run at different speeds from one hour to the next, and the load average"
-            " does not show it. The table keeps the earlier run but for the chapters re-measured."
-            for o in meta.get("other_full_runs", [])),
+        provenance(meta) + "".join(remeasured_text(m) for m in meta.get("remeasured", [])) + earlier_runs_text(meta),
         "",
         f"| chapter | wall time | heaviest cells (cell: s) | peak memory | budget ({CHAPTER_SECONDS} s,"
         f" {CHAPTER_BYTES / GB:.1f} GB) | load |",
@@ -948,7 +980,9 @@ def make_test_section(data: dict | None) -> list[str]:
                 " environment, the locked packages and torch from the package index, this package editable), and"
                 " the first row times that from nothing, into a new, empty folder; the other targets then ran in"
                 " that environment. pip's own download cache is as this machine left it; here the package index is"
-                " a local folder of wheels, so the first row is unpacking, installing and compiling the modules.",
+                " a local folder of wheels (pip's find-links, torch its CPU build), so the first row is making"
+                " the virtual environment, reading the index, unpacking, installing and compiling the modules, and"
+                " `pip check`; a fresh clone that downloads the packages adds the download.",
                 ""]
     out += [provenance(meta), "", "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}`{', from nothing' if r['target'] == FRESH_ENV else ''}"
@@ -1242,7 +1276,11 @@ def summary_section(directory: Path) -> list[str]:
                   f" {worst['seconds']:.0f} s; " + (f"over {CHAPTER_SECONDS} s: {', '.join(over)}" if over
                                                      else f"every chapter within {CHAPTER_SECONDS} s")
                   + f"; peak memory at most {fmt_gb(max(r['peak_bytes'] for r in rows))}"
-                  + (f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" if heavy else ""))
+                  + (f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" if heavy else "")
+                  + "".join(f"; the earlier full run of {o['date'][:-6]} {o['date'][-5:]}: {o['total'] / 60:.1f} min"
+                            + (f", over {CHAPTER_SECONDS} s: {', '.join(nb[:2] for nb in o['over'])}" if o["over"]
+                               else "")
+                            for o in ch["meta"].get("earlier_full_runs", [])))
     line("How long does the whole book take to run?", "chapters", answer if ch else "", "The chapters")
     mt = data["make-test"]
     if mt:
@@ -1418,8 +1456,9 @@ def main(argv=None) -> int:
         finish_meta(meta, began, rows if isinstance(rows, list) else [rows])
         out = {"meta": meta, "rows": rows}
         earlier = directory / PARTS[part][0]
-        if part == "chapters" and args.notebooks and earlier.is_file():  # some chapters: update their rows
-            out = merge_chapters(json.loads(earlier.read_text()), out)
+        if part == "chapters" and earlier.is_file():  # some chapters: update their rows; all: keep the old table
+            before = json.loads(earlier.read_text())
+            out = merge_chapters(before, out) if args.notebooks else keep_earlier_run(before, out)
         earlier.write_text(json.dumps(out, indent=1) + "\n")
         progress_path.unlink(missing_ok=True)
         write_sections(directory, results, [part])

@@ -272,5 +272,26 @@ def test_remeasuring_some_chapters_replaces_only_their_rows_and_says_when():
         ("01_a.ipynb", 10.0), ("02_b.ipynb", 15.0), ("03_c.ipynb", 5.0)]
     assert merged["meta"]["date"] == "2026-01-01 10:00"  # the table's own run keeps its provenance
     assert merged["meta"]["remeasured"] == [dict(notebooks=["02_b.ipynb"], date="2026-01-02 11:00", commit="bbb",
-                                                 dirty=False, load_median=0.5, load_max=1.2)]
+                                                 dirty=False, load_median=0.5, load_max=1.2,
+                                                 replaced={"02_b.ipynb": 20.0})]
     assert earlier["meta"].get("remeasured") is None  # the inputs are left as they were
+    assert "in place of 20.0 s" in run.remeasured_text(merged["meta"]["remeasured"][0])
+
+
+def test_a_full_run_of_the_chapters_keeps_the_table_it_replaces():
+    meta = dict(date="2026-01-01 10:00", commit="aaa", dirty=False, load_median=0.5, load_max=0.9)
+    row = lambda name, seconds: dict(notebook=name, seconds=seconds)  # noqa: E731
+    first = {"meta": dict(meta), "rows": [row("01_a.ipynb", 10.0), row("02_b.ipynb", 80.0)]}
+    second = {"meta": dict(meta, date="2026-01-02 11:00", commit="bbb"), "rows": [row("01_a.ipynb", 12.0),
+                                                                                 row("02_b.ipynb", 60.0)]}
+    third = {"meta": dict(meta, date="2026-01-03 12:00", commit="ccc"), "rows": [row("01_a.ipynb", 11.0),
+                                                                                row("02_b.ipynb", 70.0)]}
+    table = run.keep_earlier_run(run.keep_earlier_run(first, second), third)
+    assert table["rows"] == third["rows"] and table["meta"]["commit"] == "ccc"  # the newest run is the table
+    runs = table["meta"]["earlier_full_runs"]
+    assert [(r["date"], r["total"], r["over"]) for r in runs] == [
+        ("2026-01-01 10:00", 90.0, {"02_b.ipynb": 80.0}), ("2026-01-02 11:00", 72.0, {})]
+    assert runs[0]["seconds"] == {"01_a.ipynb": 10.0, "02_b.ipynb": 80.0}
+    text = run.earlier_runs_text(table["meta"])
+    assert "over 75 s: 02_b.ipynb (80 s)" in text and "every chapter within 75 s" in text
+    assert "earlier_full_runs" not in first["meta"] and "earlier_full_runs" not in second["meta"]

@@ -896,11 +896,12 @@ def keep_earlier_run(earlier: dict, now: dict) -> dict:
 
 
 def remeasured_text(m: dict) -> str:
+    """When, where and what a re-measurement measured, and the times it replaced."""
     dirty = " plus uncommitted changes" if m.get("dirty") else ""
     replaced = m.get("replaced", {})
     was = "; ".join(f"{nb} {sec:.1f} s" if len(replaced) > 1 else f"{sec:.1f} s" for nb, sec in replaced.items())
-    return (f" Re-measured {m['date']} at commit `{m['commit']}`{dirty} (load median {m['load_median']}, highest"
-            f" {m['load_max']}): {', '.join(m['notebooks'])}" + (f" (in place of {was})" if was else "") + ".")
+    return (f"{m['date']} at commit `{m['commit']}`{dirty} (load median {m['load_median']}, highest"
+            f" {m['load_max']}): {', '.join(m['notebooks'])}" + (f" (in place of {was})" if was else ""))
 
 
 def earlier_runs_text(meta: dict) -> str:
@@ -914,8 +915,7 @@ def earlier_runs_text(meta: dict) -> str:
         parts.append(f"{o['date']} at commit `{o['commit']}`{' plus uncommitted changes' if o.get('dirty') else ''}"
                      f" (load median {o['load_median']}): {o['total']:.0f} s in all, "
                      + (f"over {CHAPTER_SECONDS} s: {over}" if over else f"every chapter within {CHAPTER_SECONDS} s")
-                     + "".join(remeasured_text(r).replace(" Re-measured", "; re-measured").rstrip(".")
-                               for r in o.get("remeasured") or []))
+                     + "".join(f"; re-measured {remeasured_text(r)}" for r in o.get("remeasured") or []))
     return (" Earlier full runs (their rows are in `chapters.json`): " + "; ".join(parts) + "."
             " The same chapters took different times from run to run at similar load averages; we put it down to"
             " the shared host these two cores belong to, which the load average does not see.")
@@ -935,7 +935,8 @@ def chapters_section(data: dict | None) -> list[str]:
         " their seconds. Peak memory: the larger of the kernel's peak resident set and the peak of the"
         " summed PSS of the kernel and the processes it starts (shared pages counted once).",
         "",
-        provenance(meta) + "".join(remeasured_text(m) for m in meta.get("remeasured", [])) + earlier_runs_text(meta),
+        provenance(meta) + "".join(f" Re-measured {remeasured_text(m)}." for m in meta.get("remeasured", []))
+        + earlier_runs_text(meta),
         "",
         f"| chapter | wall time | heaviest cells (cell: s) | peak memory | budget ({CHAPTER_SECONDS} s,"
         f" {CHAPTER_BYTES / GB:.1f} GB) | load |",
@@ -960,13 +961,18 @@ def chapters_section(data: dict | None) -> list[str]:
     return out + [""]
 
 
+def split_fresh_env(rows: list[dict]) -> tuple[list[dict], float | None]:
+    """The rows of what `make test` runs, and the seconds `make env` took from nothing (None if not timed)."""
+    fresh = [r["seconds"] for r in rows if r["target"] == FRESH_ENV]
+    return [r for r in rows if r["target"] != FRESH_ENV], (fresh[0] if fresh else None)
+
+
 def make_test_section(data: dict | None) -> list[str]:
     out = ["## `make test`", ""]
     if data is None:
         return out + awaiting("make-test", "how long `make test` takes")
     rows, meta = data["rows"], data["meta"]
-    tests = [r for r in rows if r["target"] != FRESH_ENV]
-    fresh = [r for r in rows if r["target"] == FRESH_ENV]
+    tests, fresh = split_fresh_env(rows)
     total = sum(r["seconds"] for r in tests)
     out += ["`make test` runs `make lint`, `make test-unit` and `make test-notebooks` in this order; each was"
             " timed on its own (the sum is `make test`'s time; each runs even where an earlier one failed, where"
@@ -975,7 +981,7 @@ def make_test_section(data: dict | None) -> list[str]:
             " The kernel-set check (`make test-kernels`, two"
             " more notebook passes) and the site are not part of it. A target's load is read as it starts, so it"
             " includes the two workers of the target before (the run itself keeps both cores busy).", ""]
-    if fresh:
+    if fresh is not None:
         out += ["Measured as on a fresh clone: `make test` first makes the environment (`make env`: a virtual"
                 " environment, the locked packages and torch from the package index, this package editable), and"
                 " the first row times that from nothing, into a new, empty folder; the other targets then ran in"
@@ -989,10 +995,9 @@ def make_test_section(data: dict | None) -> list[str]:
             f" | {r['seconds'] / 60:.1f} min"
             f" | {r['result'] or ('made' if r['target'] == FRESH_ENV else 'exit ' + str(r['returncode']))}"
             f"{'' if r['returncode'] == 0 else ' (**failed**)'} | {r['load']:.2f} |" for r in rows]
-    out += [f"| **`make test`**{' (without `make env`)' if fresh else ''} | **{total / 60:.1f} min** | | |"]
-    if fresh:
-        out += [f"| **`make test` on a fresh clone** (with `make env`) | **{(total + fresh[0]['seconds']) / 60:.1f}"
-                " min** | | |"]
+    out += [f"| **`make test`**{'' if fresh is None else ' (without `make env`)'} | **{total / 60:.1f} min** | | |"]
+    if fresh is not None:
+        out += [f"| **`make test` on a fresh clone** (with `make env`) | **{(total + fresh) / 60:.1f} min** | | |"]
     return out + [""]
 
 
@@ -1284,13 +1289,12 @@ def summary_section(directory: Path) -> list[str]:
     line("How long does the whole book take to run?", "chapters", answer if ch else "", "The chapters")
     mt = data["make-test"]
     if mt:
-        tests = [r for r in mt["rows"] if r["target"] != FRESH_ENV]
-        fresh = [r["seconds"] for r in mt["rows"] if r["target"] == FRESH_ENV]
+        tests, fresh = split_fresh_env(mt["rows"])
         total = sum(r["seconds"] for r in tests)
         failed = [r["target"] for r in mt["rows"] if r["returncode"]]
         answer = (f"{total / 60:.1f} min (" + ", ".join(f"{r['target']} {r['seconds'] / 60:.1f}" for r in tests)
-                  + ")" + (f"; {(total + fresh[0]) / 60:.1f} min on a fresh clone ({fresh[0] / 60:.1f} of them"
-                           " making the environment)" if fresh else "")
+                  + ")" + ("" if fresh is None else f"; {(total + fresh) / 60:.1f} min on a fresh clone"
+                                                     f" ({fresh / 60:.1f} of them making the environment)")
                   + (f"; **failed: {', '.join(failed)}**" if failed else ""))
     line("How long does `make test` take?", "make-test", answer if mt else "", "`make test`")
     st = data["step"]

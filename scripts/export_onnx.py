@@ -9,9 +9,10 @@ What it exports (transformer_lib/book/explorer_browser.py describes the graphs):
 
 - the date Transformer of chapters 11 and 12, transformer_lib/checkpoints/transformer_dates.pt,
   as an encoder graph and a decoder-step graph (next-token logits and every attention weight);
-- the character language model of chapter 14, transformer_lib/checkpoints/char_lm.pt. Chapter 14
-  trains its model live, so the book ships one trained by the chapter's recipe: `--train-lm`
-  makes it (the chapter's config, data split, schedule and 1,000 steps; seed 0, one thread).
+- the character language model of chapter 14, transformer_lib/checkpoints/char_lm.pt: the run
+  chapter 14 trains the first steps of and then loads. `--train-lm` makes it with
+  `transformer_lib.book.char_lm` (the chapter's config, texts, schedule and 1,000 steps; seed 0,
+  one thread), recording what the chapter plots.
 
 How: `torch.onnx.export` (the torch.export-based exporter) traces the library's own modules,
 the same embeddings, attention and layers the chapters run, into a graph of ONNX operations;
@@ -46,6 +47,7 @@ from torch import nn
 import transformer_lib as tl
 from transformer_lib import _checks, lm
 from transformer_lib.attention import record_attention
+from transformer_lib.book import char_lm
 from transformer_lib.book import explorer_browser as eb
 from transformer_lib.data import make_date_splits
 from transformer_lib.vocab import Vocab, collate
@@ -65,40 +67,33 @@ LM_PROMPTS = ["The attention ", "A Transformer ", "The decoder reads", "Each hea
               "Beam search ", "The encoder ", "Queries and keys ", "Every layer ", "The model writes ",
               "Greedy decoding ", "A language model ", "The gradient ", "Cross-attention ", "The first "]
 
-# -- the character model: chapter 14's recipe ----------------------------------------------------
-
-LM_CONFIG = dict(d_model=64, n_heads=4, d_ff=256, n_layers=2, max_len=512)
-LM_TRAIN = dict(max_steps=1000, warmup=100, factor=0.3, label_smoothing=0.0, eval_every=100, progress=False)
+# -- the character model: chapter 14's recipe (transformer_lib.book.char_lm) --------------------
 
 
 def lm_data():
-    """Chapter 14's data: the vocabulary of the corpus, the training ids (the first 90% by
-    paragraphs, less every tenth paragraph) and the windows of the last 10% (the later chapters)."""
+    """Chapter 14's data: the vocabulary of the corpus, the training ids and each measured
+    text's windows (`char_lm.split`, `char_lm.every_window`; the later chapters last)."""
     text = lm.load_corpus()
     vocab = Vocab.from_texts([text])
-    cut = text.rindex("\n", 0, int(0.9 * len(text))) + 1
-    paragraphs = text[:cut].splitlines(keepends=True)
-    train_text = "".join(p for i, p in enumerate(paragraphs) if i % 10 != 9)
-    later = torch.tensor(vocab.encode(text[cut:]))
-    starts = range(0, len(later) - 64 - 1, 64)
-    x = torch.stack([later[s:s + 64] for s in starts])
-    y = torch.stack([later[s + 1:s + 65] for s in starts])
-    return vocab, torch.tensor(vocab.encode(train_text)), list(zip(x.split(64), y.split(64)))
+    train_text, texts, _ = char_lm.split(text)
+    windows = {name: char_lm.every_window(vocab, part) for name, part in texts.items()}
+    return vocab, torch.tensor(vocab.encode(train_text)), windows
 
 
 def train_lm(seed: int = 0) -> None:
     tl.runtime.setup(seed=seed, threads=1)
-    vocab, train_ids, later = lm_data()
-    model = lm.CausalLM(lm.CausalLMConfig(vocab_size=len(vocab), **LM_CONFIG))
-    cfg = tl.TrainConfig(**LM_TRAIN)
-    loader = lm.random_windows(train_ids, batch_size=32, length=64, steps=cfg.max_steps, seed=seed)
+    vocab, train_ids, windows = lm_data()
+    model = lm.CausalLM(lm.CausalLMConfig(vocab_size=len(vocab), **char_lm.CONFIG))
     start = time.perf_counter()
-    history = tl.train(model, loader, later, cfg, loss_fn=lm.lm_loss, eval_fn=lm.lm_evaluate)
+    history, curves = char_lm.train_measured(model, train_ids, windows, seed)
     record = {
         "command": "python scripts/export_onnx.py --train-lm", "seed": seed, "threads": 1,
         "recipe": "chapter 14: lm.CausalLM, random windows of 64 characters, batches of 32, 1,000 steps",
-        "config": LM_CONFIG, "train": {k: v for k, v in LM_TRAIN.items() if k != "progress"},
+        "config": char_lm.CONFIG, "train": char_lm.RECIPE,
         "eval_step": history.eval_step, "later_chapters_loss": [round(v, 4) for v in history.eval_loss],
+        # what chapter 14 plots, unrounded (the chapter compares its own steps with them):
+        # each text's loss at step 0 and every eval_every steps, the training loss of every step
+        "curves": curves, "loss": history.loss,
         "seconds": round(time.perf_counter() - start, 1), "torch": torch.__version__.split("+")[0],
     }
     tl.checkpoints.save(LM_CKPT, model, vocab, vocab, record)
@@ -259,9 +254,9 @@ def export_lm() -> dict:
     return {
         "name": "char_lm", "kind": "causal-lm",
         "label": "a character language model trained by chapter 14's recipe",
-        "about": ("The model in your browser was trained by this chapter's recipe (the same data, settings and "
-                  "1,000 steps, by scripts/export_onnx.py --train-lm), not in the run stored on this page, and "
-                  "exported to ONNX: a graph of the same operations with the same weights, run by onnxruntime-web. "
+        "about": ("The model in your browser is the run this chapter loads after training its first steps "
+                  "(this chapter's recipe: the same data, settings and 1,000 steps, by scripts/export_onnx.py "
+                  "--train-lm), exported to ONNX: a graph of the same operations with the same weights, run by onnxruntime-web. "
                   "It continues your prompt greedily."),
         "checkpoint": {"path": LM_CKPT.relative_to(ROOT).as_posix()},
         "files": {"lm": {"path": path}},
@@ -313,8 +308,8 @@ def check_dates() -> dict:
 def check_lm() -> dict:
     model, vocab, _, _ = tl.checkpoints.load(LM_CKPT)
     parts = eb.sessions("char_lm")
-    _, _, later = lm_data()
-    x = later[0][0]  # 64 windows of 64 characters of the later chapters
+    _, _, windows = lm_data()
+    x = windows["later chapters"][0][0]  # 64 windows of 64 characters of the later chapters
     with torch.no_grad(), record_attention(model) as weights:
         logits = model(x)
     out = parts["lm"].run(None, {"ids": x.numpy()})

@@ -164,7 +164,7 @@ def test_character_model_in_the_browser(browser, site_url, screenshots, char_mod
     try:
         root = explorer(page)
         note = root.locator(".tlx-live-note").text_content()
-        assert "recipe" in note and "not in the run stored on this page" in note, note
+        assert "recipe" in note and "this chapter loads" in note, note
         for text, message in [("", "Type the start of a sentence first"), ("x" * (m["max_chars"] + 1), "at most"),
                               ("The 注意 ", "“注”")]:
             shown = run(page, root, text)

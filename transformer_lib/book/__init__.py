@@ -15,6 +15,7 @@ imports this package.
 - `explorer`: `AttentionExplorer`, the interactive attention-map widget (imported on first
   use: it needs anywidget); `explorer_state` writes and reads its saved state
 - `bughunt`: planted bugs and the checks that catch them (chapter 15)
+- `char_lm`: chapter 14's character model (its texts, its recipe, the run the book ships)
 - `costs`: figures of the cost chapters (what each kind of attention holds, growth curves)
 - `claims`: `claim`, a measured value held against the bound the prose rests on (run-dependent
   cells assert through it; `benchmarks/sweep_claims.py` measures the bounds over seeds)
@@ -31,11 +32,11 @@ imports this package.
 from .setup import setup
 from .claims import claim, seed
 from .viz import plot_attention
-from . import (bughunt, claims, context, costs, diagrams, exercises, geometry, induction,  # noqa: E402
+from . import (bughunt, char_lm, claims, context, costs, diagrams, exercises, geometry, induction,  # noqa: E402
                norm_study, parallel_layouts, pictures, positions, qk_figures, shapes, sinks, training_figures,
                viz)
 
-__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "claims", "context", "costs",
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "char_lm", "claims", "context", "costs",
            "diagrams", "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures", "positions",
            "qk_figures", "shapes", "sinks", "training_figures", "viz"]
 

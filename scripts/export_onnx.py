@@ -256,8 +256,8 @@ def export_lm() -> dict:
         "label": "a character language model trained by chapter 14's recipe",
         "about": ("The model in your browser is the run this chapter loads after training its first steps "
                   "(this chapter's recipe: the same data, settings and 1,000 steps, by scripts/export_onnx.py "
-                  "--train-lm), exported to ONNX: a graph of the same operations with the same weights, run by onnxruntime-web. "
-                  "It continues your prompt greedily."),
+                  "--train-lm), exported to ONNX: a graph of the same operations with the same weights, run by "
+                  "onnxruntime-web. It continues your prompt greedily."),
         "checkpoint": {"path": LM_CKPT.relative_to(ROOT).as_posix()},
         "files": {"lm": {"path": path}},
         "inputs": {"lm": ["ids"]}, "outputs": {"lm": out},

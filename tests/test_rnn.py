@@ -180,6 +180,55 @@ def test_greedy_decoding_agrees_with_teacher_forcing_on_its_own_output(attention
     assert steps >= 1 and written.sum() > 5
 
 
+@pytest.mark.parametrize("attention", R.ATTENTION_KINDS)
+@pytest.mark.parametrize("chunks", [(1, 1, 1, 1, 1, 1), (3, 1, 2), (6,)])
+def test_decoding_with_the_cache_gives_the_logits_of_the_whole_prefix(attention, chunks):
+    _, src, tgt = _batch()
+    model = _model(attention)
+    memory, mask = model.encode(src), padding_mask(src, 0)
+    full = model.decode(tgt[:, :6], memory, mask)
+    cache = model.new_cache(5, src.size(1))
+    got, start = [], 0
+    for n in chunks:  # the prefix fed in pieces: each call reads only the tokens after the cached ones
+        got.append(model.decode(tgt[:, start:start + n], memory, mask, cache=cache))
+        start += n
+        assert cache[0].length == start
+    torch.testing.assert_close(torch.cat(got, 1), full, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("attention", R.ATTENTION_KINDS)
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_cached_and_uncached_decoding_give_the_same_tokens_and_scores(attention, beam_size):
+    from transformer_lib.decoding import beam_search
+    _, src, _ = _batch(n=7, seed=2)
+    model = _model(attention)
+    search = (lambda **kw: greedy_decode(model, src, 9, **kw)) if beam_size == 1 else (
+        lambda **kw: beam_search(model, src, 9, beam_size, **kw))
+    cached, plain = search(use_cache=True), search(use_cache=False)
+    assert torch.equal(cached.tokens, plain.tokens)
+    torch.testing.assert_close(cached.scores, plain.scores, rtol=0, atol=1e-5)
+
+
+def test_the_cache_reorders_its_state_and_refuses_what_is_not_its_own():
+    _, src, tgt = _batch()
+    model = _model("additive")
+    memory = model.encode(src)
+    cache = model.new_cache(5, src.size(1))
+    model.decode(tgt[:, :2], memory, padding_mask(src, 0), cache=cache)
+    state = cache[0].state.clone()
+    rows = torch.tensor([4, 4, 0, 1, 2])
+    cache[0].reorder(rows)
+    assert torch.equal(cache[0].state, state[rows])
+    with pytest.raises(ValueError, match="batch 5"):
+        model.decode(tgt[:2, 2:3], memory, cache=cache)
+    with pytest.raises(TypeError, match="new_cache"):
+        model.decode(tgt[:, 2:3], memory, cache=[object()])
+    with pytest.raises(ValueError, match="batch_size"):
+        model.new_cache(0, 4)
+    with pytest.raises(ValueError, match="memory"):
+        model.decode(tgt, torch.zeros(5, 3, 7), cache=model.new_cache(5, 3))
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="attention"):
         R.Seq2SeqConfig(10, 10, attention="cosine")

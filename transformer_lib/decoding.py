@@ -7,10 +7,10 @@ generation runs one token at a time. `model` is any module with
 `greedy_decode` and `beam_search` on tensors of token ids. Each leaves the model in the
 train/eval mode it found it in, and builds every tensor on the device of `src`.
 
-A model that offers a key/value cache (`new_cache`, the `Transformer`) runs only the newest
-position through its decoder at each step: the self-attention's keys and values of the earlier
-positions are kept, and the cross-attention's (the source's) are computed once; beam search
-reorders the cache when it reorders its beams. `use_cache=False` re-reads the whole prefix at
+A model that offers a cache (`new_cache`) runs only the newest position through its decoder at
+each step: the `Transformer` keeps the self-attention's keys and values of the earlier positions
+and computes the cross-attention's (the source's) once; `rnn.Seq2Seq` keeps its decoder's state.
+Beam search reorders the cache when it reorders its beams. `use_cache=False` re-reads the whole prefix at
 every step instead; both give the same tokens and scores (up to rounding). The special tokens
 come from `special_tokens`: every output starts after <bos>, ends at <eos>, and is padded with
 <pad>; neither <bos> nor <pad> is ever generated.

@@ -10,8 +10,8 @@
   updates its state from ``[y_{t-1}; c_t]``. Without attention the context is the fixed
   summary ``c`` at every step (Cho et al. 2014): the whole input must pass through one vector.
 * :class:`Seq2Seq`: the two together, with the Transformer's interface (``forward``,
-  ``encode``, ``decode``), so that ``training.train``, ``decoding`` and ``checkpoints`` serve
-  both; ``alignment`` gives the attention weights of a teacher-forced pass.
+  ``encode``, ``decode``, ``new_cache``: :class:`GRUDecoderCache`), so that ``training.train``,
+  ``decoding`` and ``checkpoints`` serve both; ``alignment`` gives the attention weights of a teacher-forced pass.
 
 Masks follow the package's convention: boolean, ``True`` where attention is allowed. Padded
 input positions get exactly zero weight. Inputs are right-padded with ``<pad>``
@@ -29,8 +29,8 @@ from ._checks import check_bool, check_choice, check_config, check_positive_int,
 from .masks import masked_softmax
 from .special_tokens import PAD_ID
 
-__all__ = ["GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder", "Seq2Seq", "Seq2SeqConfig",
-           "ATTENTION_KINDS"]
+__all__ = ["GRUEncoder", "AdditiveAttention", "DotProductAttention", "GRUDecoder", "GRUDecoderCache", "Seq2Seq",
+           "Seq2SeqConfig", "ATTENTION_KINDS"]
 
 ATTENTION_KINDS = (None, "additive", "dot")
 
@@ -215,6 +215,24 @@ class GRUDecoder(nn.Module):
         return torch.stack(all_logits, dim=1), weights
 
 
+class GRUDecoderCache:
+    """What a GRU decoder carries from one generated token to the next, so that each step reads
+    only the newest token: its state ``s_t`` and what the source fixes (the summary ``c``, the
+    mask, the projected keys), set at the first step. It plays the part of the Transformer's
+    key/value cache (`Seq2Seq.new_cache` makes one; `decoding` uses it the same way).
+    `length` counts the target tokens read so far."""
+
+    def __init__(self):
+        self.length = 0
+        self.state = self.summary = self.mask = self.projected = None
+
+    def reorder(self, rows: torch.Tensor) -> None:
+        """Keep the state of `rows` (new row i continues row ``rows[i]``). The source's parts
+        stay as they are: `rows` must keep every sequence among the rows of its own source (as
+        beam search does), whose summary, mask and projected keys are the same."""
+        self.state = self.state[rows]
+
+
 @dataclass(frozen=True)
 class Seq2SeqConfig:
     """The constructor arguments of :class:`Seq2Seq` (named like ``TransformerConfig``'s
@@ -244,8 +262,9 @@ class Seq2Seq(nn.Module):
     * ``forward(src, tgt_in)`` -> logits (batch, T_y, tgt_vocab) (teacher forcing);
     * ``encode(src)`` -> memory: the encoder features ``a`` (batch, T_x, feature_size);
     * ``decode(tgt, memory, src_mask)`` -> logits (batch, T, tgt_vocab) for a prefix ``tgt``
-      that starts with ``<bos>``. It runs the decoder GRU over the whole prefix again at every
-      call (cheap at the book's lengths), so it equals ``forward`` exactly;
+      that starts with ``<bos>``: the decoder GRU runs over the whole prefix, as in ``forward``.
+      With ``cache=new_cache(...)`` (generation) it reads only the tokens after those the cache
+      has seen, carrying the state from the last call, as the Transformer's key/value cache does;
     * ``alignment(src, tgt_in)`` -> the attention weights (batch, T_y, T_x) of the same pass.
 
     The masks are derived from ``<pad>`` (``PAD_ID``); ``src_mask`` and ``tgt_mask`` are accepted so that
@@ -281,7 +300,7 @@ class Seq2Seq(nn.Module):
                              f"(batch, 1, 1, T_x) mask, got {src_mask.dtype} of shape {tuple(src_mask.shape)}")
         return src_mask.reshape(batch, length)
 
-    def _run(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None):
+    def _check_decode(self, tgt: torch.Tensor, memory: torch.Tensor) -> None:
         check_tensor("memory", memory, ndim=3, floating=True)
         if memory.size(-1) != self.encoder.feature_size:
             raise ValueError(f"memory: expected (batch, T_x, {self.encoder.feature_size}), got {tuple(memory.shape)}")
@@ -289,19 +308,61 @@ class Seq2Seq(nn.Module):
         if tgt.size(0) != memory.size(0) or tgt.size(1) == 0:
             raise ValueError(f"tgt: expected (batch, T_y) with batch {memory.size(0)} and T_y >= 1 (it starts "
                              f"with <bos>), got shape {tuple(tgt.shape)}")
+
+    def _source_mask(self, src_mask: torch.Tensor | None, memory: torch.Tensor) -> torch.Tensor:
+        """(batch, T_x), True at real source positions (all of them without `src_mask`)."""
         if src_mask is None:
-            mask = torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
-        else:
-            mask = self._mask_of(src_mask, memory.size(0), memory.size(1))
+            return torch.ones(memory.shape[:2], dtype=torch.bool, device=memory.device)
+        return self._mask_of(src_mask, memory.size(0), memory.size(1))
+
+    def _run(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None):
+        self._check_decode(tgt, memory)
+        mask = self._source_mask(src_mask, memory)
         summary = self.encoder.summary_of(memory, mask)
         return self.decoder(tgt, memory, summary, mask)  # logits (B, T, V), weights (B, T, T_x) or None
 
+    def new_cache(self, batch_size: int, src_len: int, max_len: int | None = None) -> list[GRUDecoderCache]:
+        """An empty decoder cache for generating from `batch_size` sources (a list of one
+        `GRUDecoderCache`, as the Transformer has one cache per layer). A GRU carries a fixed-size
+        state, so `src_len` and `max_len` (taken for the Transformer's signature) size nothing."""
+        check_positive_int("batch_size", batch_size)
+        check_positive_int("src_len", src_len)
+        if max_len is not None:
+            check_positive_int("max_len", max_len)
+        return [GRUDecoderCache()]
+
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
-               tgt_mask: torch.Tensor | None = None) -> torch.Tensor:
+               tgt_mask: torch.Tensor | None = None, cache: list[GRUDecoderCache] | None = None) -> torch.Tensor:
         """Prefix ``tgt`` (batch, T) and memory (batch, T_x, feature_size) -> logits (batch, T, V).
         ``src_mask`` (batch, T_x) or (batch, 1, 1, T_x), True at real positions, is needed
-        whenever the source batch holds padding."""
-        return self._run(tgt, memory, src_mask)[0]
+        whenever the source batch holds padding.
+
+        With `cache` (from `new_cache`: generation), ``tgt`` holds only the tokens after the
+        `cache.length` already read (the first call: the prefix from ``<bos>``); the decoder steps
+        from the state it left, one token at a time, and the logits are those of the whole
+        prefix at the new positions."""
+        if cache is None:
+            return self._run(tgt, memory, src_mask)[0]
+        if not (isinstance(cache, list) and len(cache) == 1 and isinstance(cache[0], GRUDecoderCache)):
+            raise TypeError(f"cache must be the model's new_cache(...): a list of one GRUDecoderCache, "
+                            f"got {type(cache).__name__}")
+        c = cache[0]
+        if c.length == 0:  # the first call: what the source fixes, and s_0
+            self._check_decode(tgt, memory)
+            c.mask = self._source_mask(src_mask, memory)
+            c.summary = self.encoder.summary_of(memory, c.mask)
+            c.state, c.projected = self.decoder.start(memory, c.summary, c.mask)
+        else:
+            check_token_ids("tgt", tgt, self.config.tgt_vocab)
+            if tgt.shape[0] != c.state.shape[0] or tgt.shape[1] == 0:
+                raise ValueError(f"tgt: expected (batch, T) with batch {c.state.shape[0]} (the cache's) and "
+                                 f"T >= 1, got shape {tuple(tgt.shape)}")
+        logits = []
+        for t in range(tgt.shape[1]):
+            step, c.state, _ = self.decoder.step(tgt[:, t], c.state, memory, c.summary, c.mask, c.projected)
+            logits.append(step)
+        c.length += tgt.shape[1]
+        return torch.stack(logits, dim=1)  # (batch, T, V)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_mask: torch.Tensor | None = None,
                 tgt_mask: torch.Tensor | None = None) -> torch.Tensor:

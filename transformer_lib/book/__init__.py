@@ -36,9 +36,9 @@ from . import (bughunt, char_lm, claims, context, costs, diagrams, exercises, ge
                norm_study, parallel_layouts, pictures, positions, qk_figures, shapes, sinks, training_figures,
                viz)
 
-__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "char_lm", "claims", "context", "costs",
-           "diagrams", "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures", "positions",
-           "qk_figures", "shapes", "sinks", "training_figures", "viz"]
+__all__ = ["setup", "claim", "seed", "plot_attention", "AttentionExplorer", "bughunt", "char_lm", "claims", "context",
+           "costs", "diagrams", "exercises", "geometry", "induction", "norm_study", "parallel_layouts", "pictures",
+           "positions", "qk_figures", "shapes", "sinks", "training_figures", "viz"]
 
 
 def __getattr__(name: str):

@@ -52,7 +52,8 @@ def split(text: str) -> tuple[str, dict[str, str], str]:
     return train_text, texts, every_tenth(2)
 
 
-def every_window(vocab: Vocab, part: str, length: int = LENGTH, per_batch: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def every_window(vocab: Vocab, part: str, length: int = LENGTH,
+                 per_batch: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """All consecutive windows of `length` characters of `part` and their targets shifted by
     one: a list of batches (x, y), each (per_batch, length) (the last may hold fewer)."""
     data = torch.tensor(vocab.encode(part))

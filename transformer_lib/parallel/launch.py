@@ -30,7 +30,9 @@ HOST = "127.0.0.1"
 #: The backends `launch` knows: gloo (CPU tensors, and some CUDA ones) and NCCL (one GPU a process).
 BACKENDS = ("gloo", "nccl")
 #: What the fork server imports once, so that each worker it forks starts with them (Linux).
-PRELOAD = ["torch", "torch.distributed", "transformer_lib", "transformer_lib.parallel"]
+#: torch._dynamo too: torch imports it when a process builds or steps its first optimizer (a
+#: second or more per worker otherwise).
+PRELOAD = ["torch", "torch._dynamo", "torch.distributed", "transformer_lib", "transformer_lib.parallel"]
 #: How `launch` starts its processes: forked from a fork server on Linux, fresh interpreters elsewhere.
 START_METHOD = "forkserver" if sys.platform.startswith("linux") else "spawn"
 

@@ -212,21 +212,47 @@ def test_cached_and_uncached_decoding_give_the_same_tokens_and_scores(attention,
 def test_the_cache_reorders_its_state_and_refuses_what_is_not_its_own():
     _, src, tgt = _batch()
     model = _model("additive")
-    memory = model.encode(src)
+    memory, mask = model.encode(src), padding_mask(src, 0)
     cache = model.new_cache(5, src.size(1))
-    model.decode(tgt[:, :2], memory, padding_mask(src, 0), cache=cache)
+    with pytest.raises(ValueError, match="empty"):
+        cache[0].reorder(torch.arange(5))
+    model.decode(tgt[:, :2], memory, mask, cache=cache)
     state = cache[0].state.clone()
     rows = torch.tensor([4, 4, 0, 1, 2])
     cache[0].reorder(rows)
     assert torch.equal(cache[0].state, state[rows])
-    with pytest.raises(ValueError, match="batch 5"):
-        model.decode(tgt[:2, 2:3], memory, cache=cache)
+    with pytest.raises(ValueError, match="one source row per sequence"):
+        cache[0].reorder(torch.tensor([0, 1, 2]))
+    with pytest.raises(ValueError, match="rows must have 1 dimensions"):
+        cache[0].reorder(rows[None])
+    with pytest.raises(ValueError, match="cache holds 5 sequences but tgt has 2"):
+        model.decode(tgt[:2, 2:3], memory[:2], cache=cache)
+    with pytest.raises(ValueError, match="memory of the cache's first call"):
+        model.decode(tgt[:, 2:3], memory + 1, mask, cache=cache)
     with pytest.raises(TypeError, match="new_cache"):
         model.decode(tgt[:, 2:3], memory, cache=[object()])
     with pytest.raises(ValueError, match="batch_size"):
         model.new_cache(0, 4)
+    with pytest.raises(ValueError, match="cache holds 3 sequences but tgt has 5"):
+        model.decode(tgt[:, :1], memory, mask, cache=model.new_cache(3, src.size(1)))
     with pytest.raises(ValueError, match="memory"):
         model.decode(tgt, torch.zeros(5, 3, 7), cache=model.new_cache(5, 3))
+
+
+@pytest.mark.parametrize("name", ["copy_none", "copy_none_long", "copy_additive", "date_additive", "date_dot"])
+def test_the_shipped_recurrent_models_decode_the_same_bit_for_bit_with_the_cache(name):
+    from transformer_lib import checkpoints
+    from transformer_lib.decoding import beam_search
+    model, src_vocab, tgt_vocab, _ = checkpoints.load(checkpoints.CHECKPOINTS / f"{name}.pt")
+    if name.startswith("date"):
+        pairs, max_len = D.make_date_splits(seed=0).test[::40], 12  # 92 dates across the century
+    else:
+        pairs, max_len = D.make_copy_pairs(60, 4, 30, seed=5), 32
+    src, _ = V.collate(pairs, src_vocab, tgt_vocab)
+    for search in (lambda **kw: greedy_decode(model, src, max_len, **kw),
+                   lambda **kw: beam_search(model, src, max_len, 4, **kw)):
+        cached, plain = search(use_cache=True), search(use_cache=False)
+        assert torch.equal(cached.tokens, plain.tokens) and torch.equal(cached.scores, plain.scores)
 
 
 def test_bad_arguments():

@@ -7,10 +7,13 @@ generation runs one token at a time. `model` is any module with
 `greedy_decode` and `beam_search` on tensors of token ids. Each leaves the model in the
 train/eval mode it found it in, and builds every tensor on the device of `src`.
 
-A model that offers a cache (`new_cache`) runs only the newest position through its decoder at
-each step: the `Transformer` keeps the self-attention's keys and values of the earlier positions
-and computes the cross-attention's (the source's) once; `rnn.Seq2Seq` keeps its decoder's state.
-Beam search reorders the cache when it reorders its beams. `use_cache=False` re-reads the whole prefix at
+A model that offers a cache runs only the newest position through its decoder at each step:
+`new_cache(batch_size, src_len, max_len)` gives a list of caches (one per decoder layer), each
+with `length` (the target positions read) and `reorder(rows)`, and `decode(new_tokens, memory,
+src_mask, cache=...)` reads the cache and extends it. The `Transformer` keeps the
+self-attention's keys and values of the earlier positions and computes the cross-attention's
+(the source's) once; `rnn.Seq2Seq` keeps its decoder's state. Beam search reorders the caches
+when it reorders its beams. `use_cache=False` re-reads the whole prefix at
 every step instead; both give the same tokens and scores (up to rounding). The special tokens
 come from `special_tokens`: every output starts after <bos>, ends at <eos>, and is padded with
 <pad>; neither <bos> nor <pad> is ever generated.
@@ -166,7 +169,7 @@ def beam_search(model: nn.Module, src: torch.Tensor, max_len: int, beam_size: in
     can still beat the worst of them (exact for alpha = 0, where scores only fall as a prefix
     grows), or at `max_len`; the best finished one by log P(Y) / lp(Y) is returned. The whole
     batch is decoded together: (B * beam_size) prefixes go through the decoder at once, and
-    the kept prefixes (with their cached keys and values) are gathered from their parents.
+    the kept prefixes (with their caches) are gathered from their parents.
     """
     with eval_mode(model):
         return _beam(model, src, max_len, beam_size, alpha, return_attention, use_cache)

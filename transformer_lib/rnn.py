@@ -217,20 +217,29 @@ class GRUDecoder(nn.Module):
 
 class GRUDecoderCache:
     """What a GRU decoder carries from one generated token to the next, so that each step reads
-    only the newest token: its state ``s_t`` and what the source fixes (the summary ``c``, the
-    mask, the projected keys), set at the first step. It plays the part of the Transformer's
-    key/value cache (`Seq2Seq.new_cache` makes one; `decoding` uses it the same way).
-    `length` counts the target tokens read so far."""
+    only the newest token: its state ``s_t`` (batch, hidden_size), and what the source fixes
+    at the first step (the memory it read, the summary ``c``, the mask, the projected keys). It
+    plays the part of the Transformer's key/value cache (`Seq2Seq.new_cache` makes one for
+    `batch_size` sequences; `decoding` uses both alike). `length` counts the target tokens read."""
 
-    def __init__(self):
-        self.length = 0
-        self.state = self.summary = self.mask = self.projected = None
+    def __init__(self, batch_size: int):
+        check_positive_int("batch_size", batch_size)
+        self.batch_size, self.length = batch_size, 0
+        self.state = self.memory = self.summary = self.mask = self.projected = None
 
     def reorder(self, rows: torch.Tensor) -> None:
-        """Keep the state of `rows` (new row i continues row ``rows[i]``). The source's parts
-        stay as they are: `rows` must keep every sequence among the rows of its own source (as
-        beam search does), whose summary, mask and projected keys are the same."""
+        """Make sequence i what sequence ``rows[i]`` was (rows: (batch,) indices): its state. The
+        source's parts stay as they are: `rows` must keep every sequence among the rows of its
+        own source (as beam search does), whose memory, summary, mask and keys are the same."""
+        check_tensor("rows", rows, ndim=1)
+        if rows.shape[0] != self.batch_size:
+            raise ValueError(f"rows must give one source row per sequence ({self.batch_size}), got {rows.shape[0]}")
+        if self.state is None:
+            raise ValueError("reorder: the cache is empty (decode reads a first token into it)")
         self.state = self.state[rows]
+
+    def __repr__(self) -> str:
+        return f"GRUDecoderCache(batch {self.batch_size}, {self.length} tokens read)"
 
 
 @dataclass(frozen=True)
@@ -325,11 +334,10 @@ class Seq2Seq(nn.Module):
         """An empty decoder cache for generating from `batch_size` sources (a list of one
         `GRUDecoderCache`, as the Transformer has one cache per layer). A GRU carries a fixed-size
         state, so `src_len` and `max_len` (taken for the Transformer's signature) size nothing."""
-        check_positive_int("batch_size", batch_size)
         check_positive_int("src_len", src_len)
         if max_len is not None:
             check_positive_int("max_len", max_len)
-        return [GRUDecoderCache()]
+        return [GRUDecoderCache(batch_size)]
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src_mask: torch.Tensor | None = None,
                tgt_mask: torch.Tensor | None = None, cache: list[GRUDecoderCache] | None = None) -> torch.Tensor:
@@ -340,23 +348,22 @@ class Seq2Seq(nn.Module):
         With `cache` (from `new_cache`: generation), ``tgt`` holds only the tokens after the
         `cache.length` already read (the first call: the prefix from ``<bos>``); the decoder steps
         from the state it left, one token at a time, and the logits are those of the whole
-        prefix at the new positions."""
+        prefix at the new positions. Every call must pass the memory of the first."""
         if cache is None:
             return self._run(tgt, memory, src_mask)[0]
         if not (isinstance(cache, list) and len(cache) == 1 and isinstance(cache[0], GRUDecoderCache)):
             raise TypeError(f"cache must be the model's new_cache(...): a list of one GRUDecoderCache, "
                             f"got {type(cache).__name__}")
         c = cache[0]
+        self._check_decode(tgt, memory)
+        if tgt.shape[0] != c.batch_size:
+            raise ValueError(f"cache holds {c.batch_size} sequences but tgt has {tgt.shape[0]}")
         if c.length == 0:  # the first call: what the source fixes, and s_0
-            self._check_decode(tgt, memory)
-            c.mask = self._source_mask(src_mask, memory)
+            c.memory, c.mask = memory, self._source_mask(src_mask, memory)
             c.summary = self.encoder.summary_of(memory, c.mask)
             c.state, c.projected = self.decoder.start(memory, c.summary, c.mask)
-        else:
-            check_token_ids("tgt", tgt, self.config.tgt_vocab)
-            if tgt.shape[0] != c.state.shape[0] or tgt.shape[1] == 0:
-                raise ValueError(f"tgt: expected (batch, T) with batch {c.state.shape[0]} (the cache's) and "
-                                 f"T >= 1, got shape {tuple(tgt.shape)}")
+        elif memory is not c.memory and not (memory.shape == c.memory.shape and torch.equal(memory, c.memory)):
+            raise ValueError("memory must be the memory of the cache's first call (the cache holds what it fixed)")
         logits = []
         for t in range(tgt.shape[1]):
             step, c.state, _ = self.decoder.step(tgt[:, t], c.state, memory, c.summary, c.mask, c.projected)

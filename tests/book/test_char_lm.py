@@ -68,7 +68,7 @@ def _tiny():
 
 def test_train_measured_is_tl_train_with_a_measuring_hook():
     model, ids, windows = _tiny()
-    ours = copy.deepcopy(model)
+    ours, untrained = copy.deepcopy(model), copy.deepcopy(model)
     history, curves = char_lm.train_measured(model, ids, windows, seed=3, steps=200)
     assert history.eval_step == [100, 200]
     assert {name: len(c) for name, c in curves.items()} == {"training sample": 3, "later chapters": 3}
@@ -80,6 +80,24 @@ def test_train_measured_is_tl_train_with_a_measuring_hook():
     tl.train(ours, loader, None, dataclasses.replace(cfg, max_steps=200), loss_fn=lm.lm_loss)
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), ours.parameters()))
     assert curves["training sample"][-1] == lm.lm_evaluate(model, windows["training sample"])[1]
+    for name, batches in windows.items():  # step 0: the untrained model
+        assert curves[name][0] == lm.lm_evaluate(untrained, batches)[1]
+
+
+def test_train_measured_split_and_every_window_refuse_bad_settings():
+    model, ids, windows = _tiny()
+    for steps, message in [(0, "steps"), (-3, "steps"), (1001, "at most the recipe's 1000")]:
+        with pytest.raises(ValueError, match=message):
+            char_lm.train_measured(model, ids, windows, seed=0, steps=steps)
+    with pytest.raises(ValueError, match="held_out must name one of the texts"):
+        char_lm.train_measured(model, ids, {"training sample": windows["training sample"]}, seed=0, steps=1)
+    with pytest.raises(ValueError, match="line break"):
+        char_lm.split("no paragraphs at all")
+    vocab = Vocab.from_texts(["abc"])
+    with pytest.raises(ValueError, match="too few for a window of length 8"):
+        char_lm.every_window(vocab, "abcabcab", 8)
+    with pytest.raises(ValueError, match="per_batch"):
+        char_lm.every_window(vocab, "abc" * 10, 4, per_batch=0)
 
 
 def test_the_shipped_run_records_what_chapter_14_shows():

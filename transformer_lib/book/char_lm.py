@@ -17,6 +17,7 @@ import dataclasses
 import torch
 
 from .. import lm
+from .._checks import check_positive_int
 from ..training import History, TrainConfig, train
 from ..vocab import Vocab
 
@@ -41,6 +42,8 @@ def split(text: str) -> tuple[str, dict[str, str], str]:
     (paragraphs 9, 19, 29, ..., held out) and the *later chapters* (the last tenth, held out);
     the second training sample (paragraphs 2, 12, 22, ...) is a yardstick for the gap between
     two samples of one kind."""
+    if not isinstance(text, str) or "\n" not in text[: int(0.9 * len(text))]:
+        raise ValueError("text must be a string with a line break in its first 90% (paragraphs are lines)")
     cut = text.rindex("\n", 0, int(0.9 * len(text))) + 1  # a paragraph boundary
     paragraphs = text[:cut].splitlines(keepends=True)
 
@@ -54,27 +57,39 @@ def split(text: str) -> tuple[str, dict[str, str], str]:
 
 def every_window(vocab: Vocab, part: str, length: int = LENGTH,
                  per_batch: int = 64) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """All consecutive windows of `length` characters of `part` and their targets shifted by
-    one: a list of batches (x, y), each (per_batch, length) (the last may hold fewer)."""
+    """The windows of `length` characters of `part` that start every `length` characters (at 0,
+    length, 2 length, ..., each with one character after it), and their targets shifted by one:
+    a list of batches (x, y), each (per_batch, length) (the last may hold fewer)."""
+    check_positive_int("length", length)
+    check_positive_int("per_batch", per_batch)
     data = torch.tensor(vocab.encode(part))
     starts = range(0, len(data) - length - 1, length)
+    if not starts:
+        raise ValueError(f"part holds {len(data)} characters: too few for a window of length {length}")
     x = torch.stack([data[s:s + length] for s in starts])          # (windows, length)
     y = torch.stack([data[s + 1:s + length + 1] for s in starts])  # (windows, length)
     return list(zip(x.split(per_batch), y.split(per_batch)))
 
 
 def train_measured(model: lm.CausalLM, train_ids: torch.Tensor, windows: dict[str, list], seed: int,
-                   steps: int | None = None) -> tuple[History, dict[str, list[float]]]:
-    """Train `model` by the recipe with `tl.train` and `lm.lm_loss` for `steps` steps (default:
-    the recipe's 1,000) on `lm.random_windows` of `train_ids` drawn with `seed`, after
-    `torch.manual_seed(seed)`, measuring each text of `windows` (name -> batches, the later
-    chapters last) with `lm.lm_evaluate` before training and every `eval_every` steps.
+                   steps: int | None = None,
+                   held_out: str = "later chapters") -> tuple[History, dict[str, list[float]]]:
+    """Train `model` by the recipe with `tl.train` and `lm.lm_loss` for `steps` steps (default
+    and at most: the recipe's 1,000) on `lm.random_windows` of `train_ids` drawn with `seed`,
+    after `torch.manual_seed(seed)`, measuring each text of `windows` (name -> batches) with
+    `lm.lm_evaluate` before training and every `eval_every` steps.
 
     Returns `tl.train`'s History and each text's losses: {name: [at step 0, eval_every, ...]}.
-    Chapter 14's training cell does the same in its own lines (the later chapters are
-    `tl.train`'s own evaluation, the other texts are measured by its `on_eval` hook)."""
+    Chapter 14's training cell does the same in its own lines: `held_out` (the later chapters)
+    is `tl.train`'s own evaluation, the other texts are measured by its `on_eval` hook."""
     cfg = TrainConfig(**RECIPE, progress=False)
-    *others, held_out = windows
+    steps = cfg.max_steps if steps is None else steps
+    check_positive_int("steps", steps)
+    if steps > cfg.max_steps:
+        raise ValueError(f"steps must be at most the recipe's {cfg.max_steps}, got {steps}")
+    if held_out not in windows:
+        raise ValueError(f"held_out must name one of the texts {list(windows)}, got {held_out!r}")
+    others = [name for name in windows if name != held_out]
     torch.manual_seed(seed)
     loader = lm.random_windows(train_ids, batch_size=BATCH_SIZE, length=LENGTH, steps=cfg.max_steps, seed=seed)
     curves = {name: [lm.lm_evaluate(model, batches, cfg)[1]] for name, batches in windows.items()}
@@ -83,7 +98,7 @@ def train_measured(model: lm.CausalLM, train_ids: torch.Tensor, windows: dict[st
         for name in others:
             curves[name].append(lm.lm_evaluate(model, windows[name], cfg)[1])
 
-    history = train(model, loader, windows[held_out], dataclasses.replace(cfg, max_steps=steps or cfg.max_steps),
+    history = train(model, loader, windows[held_out], dataclasses.replace(cfg, max_steps=steps),
                     on_eval=measure, loss_fn=lm.lm_loss, eval_fn=lm.lm_evaluate)
     curves[held_out] += history.eval_loss
     return history, curves

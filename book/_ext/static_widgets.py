@@ -64,8 +64,8 @@ EXPLORER_FRONT_END = {
 FRONT_ENDS = {explorer_id: EXPLORER_FRONT_END for explorer_id in EXPLORER_IDS}
 
 # Pages whose explorer shows a model the site ships, and that model (a name of
-# transformer_lib.book.explorer_browser.MODELS). Chapter 14 trains its model live: the site's
-# is the one made by its recipe (the manifest's "about" says so on the page).
+# transformer_lib.book.explorer_browser.MODELS). Chapter 14 trains the first steps of its model
+# and loads the rest of the run the site ships (the manifest's "about" says so on the page).
 BROWSER_MODELS = {
     "chapters/12_inference": "transformer_dates",
     "chapters/14_decoder_only": "char_lm",

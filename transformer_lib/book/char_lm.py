@@ -80,8 +80,8 @@ def train_measured(model: lm.CausalLM, train_ids: torch.Tensor, windows: dict[st
     `lm.lm_evaluate` before training and every `eval_every` steps.
 
     Returns `tl.train`'s History and each text's losses: {name: [at step 0, eval_every, ...]}.
-    Chapter 14's training cell does the same in its own lines: `held_out` (the later chapters)
-    is `tl.train`'s own evaluation, the other texts are measured by its `on_eval` hook."""
+    Chapter 14's training cell calls it: `held_out` (the later chapters) is `tl.train`'s own
+    evaluation, the other texts are measured by its `on_eval` hook."""
     cfg = TrainConfig(**RECIPE, progress=False)
     steps = cfg.max_steps if steps is None else steps
     check_positive_int("steps", steps)

@@ -240,7 +240,10 @@ def test_the_cache_reorders_its_state_and_refuses_what_is_not_its_own():
 
 
 @pytest.mark.parametrize("name", ["copy_none", "copy_none_long", "copy_additive", "date_additive", "date_dot"])
-def test_the_shipped_recurrent_models_decode_the_same_bit_for_bit_with_the_cache(name):
+def test_the_shipped_recurrent_models_decode_the_same_with_the_cache(name):
+    """The same tokens, and scores equal up to float32 rounding: without the cache the decoder
+    reads the whole prefix in one GRU call, whose matrix products can round in another order
+    (bit-for-bit equal on an Intel Xeon; up to 1.1e-5 apart on an AMD EPYC, both AVX512)."""
     from transformer_lib import checkpoints
     from transformer_lib.decoding import beam_search
     model, src_vocab, tgt_vocab, _ = checkpoints.load(checkpoints.CHECKPOINTS / f"{name}.pt")
@@ -252,7 +255,8 @@ def test_the_shipped_recurrent_models_decode_the_same_bit_for_bit_with_the_cache
     for search in (lambda **kw: greedy_decode(model, src, max_len, **kw),
                    lambda **kw: beam_search(model, src, max_len, 4, **kw)):
         cached, plain = search(use_cache=True), search(use_cache=False)
-        assert torch.equal(cached.tokens, plain.tokens) and torch.equal(cached.scores, plain.scores)
+        assert torch.equal(cached.tokens, plain.tokens)
+        torch.testing.assert_close(cached.scores, plain.scores, rtol=0, atol=1e-4)
 
 
 def test_bad_arguments():

@@ -896,6 +896,30 @@ def keep_earlier_run(earlier: dict, now: dict) -> dict:
     return {"meta": meta, "rows": now["rows"]}
 
 
+def keep_earlier_make_test(earlier: dict, now: dict) -> dict:
+    """A new `make test` measurement (`now`) becomes the table; the one it replaces is kept, summed
+    up (when, where, its total with and without `make env`, and whether a target failed), under
+    "earlier_runs"."""
+    m = earlier["meta"]
+    tests, fresh = split_fresh_env(earlier["rows"])
+    total = sum(r["seconds"] for r in tests)
+    summary = {key: m.get(key) for key in ("date", "commit", "dirty", "load_median", "load_max")}
+    summary.update(cpu=m.get("machine", {}).get("cpu"), seconds=round(total, 1),
+                   fresh_seconds=None if fresh is None else round(total + fresh, 1),
+                   failed=[r["target"] for r in earlier["rows"] if r["returncode"]])
+    return {"meta": dict(now["meta"], earlier_runs=m.get("earlier_runs", []) + [summary]), "rows": now["rows"]}
+
+
+def earlier_make_test_text(meta: dict) -> str:
+    """A sentence per earlier `make test` measurement."""
+    runs = meta.get("earlier_runs", [])
+    parts = [f"{o['date']} at commit `{o['commit']}`{' plus uncommitted changes' if o.get('dirty') else ''} on"
+             f" {o.get('cpu') or 'an unrecorded CPU'} (load median {o['load_median']}): {o['seconds'] / 60:.1f} min"
+             + ("" if o.get("fresh_seconds") is None else f", {o['fresh_seconds'] / 60:.1f} min on a fresh clone")
+             + (f", failed: {', '.join(o['failed'])}" if o.get("failed") else "") for o in runs]
+    return (" Earlier measurements (kept in `make_test.json`): " + "; ".join(parts) + ".") if parts else ""
+
+
 def remeasured_text(m: dict) -> str:
     """When, where and what a re-measurement measured, and the times it replaced."""
     dirty = " plus uncommitted changes" if m.get("dirty") else ""
@@ -993,7 +1017,8 @@ def make_test_section(data: dict | None) -> list[str]:
                 " the virtual environment, reading the index, unpacking, installing and compiling the modules, and"
                 " `pip check`; a fresh clone that downloads the packages adds the download.",
                 ""]
-    out += [provenance(meta), "", "| target | wall time | result | load |", "| --- | ---: | --- | ---: |"]
+    out += [provenance(meta) + earlier_make_test_text(meta), "", "| target | wall time | result | load |",
+            "| --- | ---: | --- | ---: |"]
     out += [f"| `make {r['target']}`{', from nothing' if r['target'] == FRESH_ENV else ''}"
             f" | {r['seconds'] / 60:.1f} min"
             f" | {r['result'] or ('made' if r['target'] == FRESH_ENV else 'exit ' + str(r['returncode']))}"
@@ -1153,7 +1178,8 @@ def growth_section(by, d_models, lengths, start: int = 256) -> list[str]:
     import math
 
     def slope(xs, ys):
-        lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1)) for y in ys]
+        # times are in seconds (often below 1), so only a zero is kept off the logarithm
+        lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-12)) for y in ys]
         mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
         return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
@@ -1469,6 +1495,8 @@ def main(argv=None) -> int:
         if part == "chapters" and earlier.is_file():  # some chapters: update their rows; all: keep the old table
             before = json.loads(earlier.read_text())
             out = merge_chapters(before, out) if args.notebooks else keep_earlier_run(before, out)
+        elif part == "make-test" and earlier.is_file() and not args.quick:  # keep the old run, summed up
+            out = keep_earlier_make_test(json.loads(earlier.read_text()), out)
         earlier.write_text(json.dumps(out, indent=1) + "\n")
         progress_path.unlink(missing_ok=True)
         write_sections(directory, results, [part])

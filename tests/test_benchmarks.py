@@ -294,4 +294,37 @@ def test_a_full_run_of_the_chapters_keeps_the_table_it_replaces():
     assert runs[0]["seconds"] == {"01_a.ipynb": 10.0, "02_b.ipynb": 80.0}
     text = run.earlier_runs_text(table["meta"])
     assert "over 75 s: 02_b.ipynb (80 s)" in text and "every chapter within 75 s" in text
+    assert "on an unrecorded CPU" in text  # these metas name no machine
+    named = run.keep_earlier_run(dict(first, meta=dict(meta, machine=dict(cpu="AMD EPYC"))), second)
+    assert run.earlier_runs_text(named["meta"]).count("on AMD EPYC (load median") == 1
     assert "earlier_full_runs" not in first["meta"] and "earlier_full_runs" not in second["meta"]
+
+
+def test_a_new_make_test_measurement_keeps_the_one_it_replaces():
+    machine = lambda cpu: dict(cpu=cpu, cores=2)  # noqa: E731
+    meta = dict(date="2026-01-01 10:00", commit="aaa", dirty=False, load_median=0.5, load_max=0.9,
+                machine=machine("Intel"))
+    row = lambda target, seconds, rc=0: dict(target=target, seconds=seconds, returncode=rc)  # noqa: E731
+    first = {"meta": dict(meta), "rows": [row(run.FRESH_ENV, 60.0), row("lint", 6.0), row("test-unit", 54.0)]}
+    second = {"meta": dict(meta, date="2026-01-02 11:00", commit="bbb", machine=machine("AMD")),
+              "rows": [row("lint", 6.0), row("test-unit", 114.0, rc=2)]}
+    third = {"meta": dict(meta, date="2026-01-03 12:00", commit="ccc"), "rows": [row("lint", 5.0)]}
+    table = run.keep_earlier_make_test(run.keep_earlier_make_test(first, second), third)
+    assert table["rows"] == third["rows"] and table["meta"]["commit"] == "ccc"  # the newest is the table
+    runs = table["meta"]["earlier_runs"]
+    assert [(r["date"], r["cpu"], r["seconds"], r["fresh_seconds"], r["failed"]) for r in runs] == [
+        ("2026-01-01 10:00", "Intel", 60.0, 120.0, []), ("2026-01-02 11:00", "AMD", 120.0, None, ["test-unit"])]
+    text = run.earlier_make_test_text(table["meta"])
+    assert "on Intel (load median 0.5): 1.0 min, 2.0 min on a fresh clone;" in text
+    assert "on AMD (load median 0.5): 2.0 min, failed: test-unit." in text
+    assert run.earlier_make_test_text(first["meta"]) == "" and "earlier_runs" not in second["meta"]
+
+
+def test_the_growth_exponents_fit_times_below_a_second():
+    # time ~ T^2 in seconds (all below 1 s), tensor bytes ~ T, resident bytes ~ T^2
+    lengths = (256, 512, 1024)
+    by = {(impl, 128, L): {"time": {"median": 1e-7 * L ** 2}, "tensor_peak_bytes": 1000 * L,
+                           "rss_peak_bytes": 10 * L ** 2}
+          for impl in run.IMPLEMENTATIONS for L in lengths}
+    rows = [line for line in run.growth_section(by, (128,), lengths) if line.startswith("| transformer_lib")]
+    assert rows and all(" | 128 | 2.00 | 1.00 | 2.00 | 256 to 1024 |" in line for line in rows)

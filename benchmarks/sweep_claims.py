@@ -25,6 +25,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -84,13 +85,18 @@ def machine() -> dict:
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                             capture_output=True, text=True).stdout.splitlines()
     changed = [line[3:] for line in status if not line[3:].startswith("benchmarks/")]  # what the runs ran
-    return {"date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+    cpu = "unknown CPU"
+    if Path("/proc/cpuinfo").is_file():
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
             "uncommitted": changed,
             "torch": torch.__version__, "native_kernels": torch.backends.cpu.get_cpu_capability(),
             "cores": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2)}
 
 
-def sweep(number: int, seeds: list[int], kernel_sets: list[str], timeout: int) -> Path:
+def sweep(number: int, seeds: list[int], kernel_sets: list[str], timeout: int, tag: str | None = None) -> Path:
     path = chapter_path(number)
     info = machine()
     records, runs = [], []
@@ -113,7 +119,7 @@ def sweep(number: int, seeds: list[int], kernel_sets: list[str], timeout: int) -
                              "error": error})
     info["load_after"] = round(os.getloadavg()[0], 2)
     OUT.mkdir(exist_ok=True)
-    target = OUT / f"ch{number:02d}.json"
+    target = OUT / (f"ch{number:02d}.json" if tag is None else f"ch{number:02d}-{tag}.json")
     target.write_text(json.dumps({"chapter": path.name, "machine": info, "runs": runs,
                                   "records": records}, indent=1) + "\n")
     print(f"wrote {target.relative_to(ROOT)}: {len(records)} values from {len(runs)} runs")
@@ -157,9 +163,10 @@ def report() -> str:
         data = json.loads(path.read_text())
         m = data["machine"]
         failed = [r for r in data["runs"] if r["error"]]
+        where = f" ({m['cpu']})" if "-" in path.stem and m.get("cpu") else ""  # a tagged sweep: another machine
         notes.append(f"- `{path.name}`: {m['date']}, commit {m['commit']}"
                      + (f" plus uncommitted changes to {', '.join(m['uncommitted'])}" if m.get("uncommitted") else "")
-                     + f", torch {m['torch']}, this machine's "
+                     + (f", {m['cpu']}" if m.get("cpu") else "") + f", torch {m['torch']}, this machine's "
                      f"own kernels {m['native_kernels']}, load {m['load_before']}-{m['load_after']}"
                      + (f"; {len(failed)} run(s) stopped early: " + "; ".join(
                          f"seed {r['seed']} {r['kernels']}: {r['error']}" for r in failed) if failed else "")
@@ -170,7 +177,8 @@ def report() -> str:
             bound = " and ".join(f"{w} {fmt(b)}" for w, b in (("≥", row["at_least"]), ("≤", row["at_most"]))
                                  if b is not None)
             flag = "" if row["margin"] >= MIN_MARGIN else " **thin**"
-            lines.append(f"| {data['chapter'][:2]} | {row['claim']} | {bound} | {fmt(row['lo'])} | {fmt(row['hi'])} | "
+            lines.append(f"| {data['chapter'][:2]}{where} | "
+                         f"{row['claim']} | {bound} | {fmt(row['lo'])} | {fmt(row['hi'])} | "
                          f"{row['n']} ({len(row['seeds'])} x {', '.join(sorted(row['kernels']))}) | "
                          f"{row['margin']:.0%}{flag} |")
     return "\n".join(lines + [""] + notes)
@@ -193,12 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", nargs="+", default=["default", "avx2"],
                         help="kernel sets: default, avx2, avx512, native (default: default avx2)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds allowed per cell")
+    parser.add_argument("--tag", help="write claims/chNN-TAG.json instead of chNN.json: a sweep on another"
+                        " machine, kept beside the first (lower case letters, digits and hyphens)")
     parser.add_argument("--report", action="store_true", help="rewrite RESULTS.md's claims table")
     args = parser.parse_args(argv)
     if not args.chapters and not args.report:
         parser.error("name chapters to sweep, or --report")
+    if args.tag is not None and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", args.tag):
+        parser.error(f"--tag: expected lower case letters, digits and hyphens, got {args.tag!r}")
     for number in args.chapters:
-        sweep(number, parse_seeds(args.seeds), args.kernels, args.timeout)
+        sweep(number, parse_seeds(args.seeds), args.kernels, args.timeout, args.tag)
     if args.report:
         write_report()
     return 0

@@ -31,7 +31,7 @@ The parts:
   cell, and each cell's time (the three heaviest cells are reported). Peak memory: the larger of
   the kernel's peak resident set (VmHWM) and the peak of the summed proportional set size (PSS,
   shared pages counted once) of the kernel and any process it starts, polled every 50 ms.
-  Budgets: 75 s a chapter, 10 minutes in all, 1.5 GB a chapter.
+  Budgets: 75 s a chapter, 6 minutes in all (issue 29), 1.5 GB a chapter.
 - make-test: as on a fresh clone: `make env` into a new, empty virtual environment, then `make
   lint`, `make test-unit` and `make test-notebooks` (what `make test` runs, in that order) in that
   environment, each timed, with its result line.
@@ -848,6 +848,11 @@ def replace_section(text: str, name: str, body: str) -> str:
     return text.rstrip("\n") + "\n\n" + section + "\n"
 
 
+def cpu_of(meta: dict) -> str:
+    """The CPU a measurement ran on, as its JSON recorded it."""
+    return (meta.get("machine") or {}).get("cpu") or "an unrecorded CPU"
+
+
 def provenance(meta: dict, what: str = "Measured") -> str:
     """The line under each table: when, at which commit, with which command, under what load."""
     dirty = " plus uncommitted changes" if meta.get("dirty") else ""
@@ -858,8 +863,10 @@ def provenance(meta: dict, what: str = "Measured") -> str:
     if meta.get("quick"):
         line += " **Quick settings (`--quick`): a trial of the script, not the report.**"
     if meta["load_max"] > meta.get("max_load", MAX_LOAD):
-        line += (f" The load average exceeded {meta.get('max_load', MAX_LOAD)}: other processes shared the cores,"
-                 " so times are inflated (counts and bytes are not).")
+        line += (f" The load average exceeded {meta.get('max_load', MAX_LOAD)}. It counts the benchmark's own"
+                 " processes too (a job on both cores reads about 2 by itself, and for a minute after it ends), so"
+                 " it does not show by itself that other processes shared the cores; where they did, times are"
+                 " inflated (counts and bytes are not).")
     return line
 
 
@@ -872,6 +879,9 @@ def merge_chapters(earlier: dict, now: dict) -> dict:
     """The chapters table of `earlier` with the rows of the chapters measured `now` replaced (a run
     with --notebooks); the earlier run's provenance stays, and `now`'s is listed under "remeasured",
     with the times it replaced."""
+    if cpu_of(earlier["meta"]) != cpu_of(now["meta"]):
+        raise ValueError(f"the table was measured on {cpu_of(earlier['meta'])} and these chapters on"
+                         f" {cpu_of(now['meta'])}: re-measure every chapter on one CPU (no --notebooks)")
     measured = {r["notebook"]: r for r in now["rows"]}
     replaced = {r["notebook"]: r["seconds"] for r in earlier["rows"] if r["notebook"] in measured}
     rows = [measured.pop(r["notebook"], r) for r in earlier["rows"]] + list(measured.values())
@@ -888,7 +898,7 @@ def keep_earlier_run(earlier: dict, now: dict) -> dict:
     kept, summed up, under "earlier_full_runs" (with its own earlier runs and re-measurements)."""
     rows, m = earlier["rows"], earlier["meta"]
     summary = {key: m.get(key) for key in ("date", "commit", "dirty", "load_median", "load_max", "remeasured")}
-    summary["cpu"] = m.get("machine", {}).get("cpu")
+    summary["cpu"] = (m.get("machine") or {}).get("cpu")
     summary.update(total=round(sum(r["seconds"] for r in rows), 1),
                    over={r["notebook"]: round(r["seconds"], 1) for r in rows if not r["seconds"] <= CHAPTER_SECONDS},
                    seconds={r["notebook"]: round(r["seconds"], 1) for r in rows})
@@ -904,7 +914,7 @@ def keep_earlier_make_test(earlier: dict, now: dict) -> dict:
     tests, fresh = split_fresh_env(earlier["rows"])
     total = sum(r["seconds"] for r in tests)
     summary = {key: m.get(key) for key in ("date", "commit", "dirty", "load_median", "load_max")}
-    summary.update(cpu=m.get("machine", {}).get("cpu"), seconds=round(total, 1),
+    summary.update(cpu=(m.get("machine") or {}).get("cpu"), seconds=round(total, 1),
                    fresh_seconds=None if fresh is None else round(total + fresh, 1),
                    failed=[r["target"] for r in earlier["rows"] if r["returncode"]])
     return {"meta": dict(now["meta"], earlier_runs=m.get("earlier_runs", []) + [summary]), "rows": now["rows"]}
@@ -940,12 +950,14 @@ def earlier_runs_text(meta: dict) -> str:
         parts.append(f"{o['date']} at commit `{o['commit']}`{' plus uncommitted changes' if o.get('dirty') else ''}"
                      f" on {o.get('cpu') or 'an unrecorded CPU'} (load median {o['load_median']}):"
                      f" {o['total']:.0f} s in all, "
+                     + (f"over the {BOOK_SECONDS / 60:g}-minute budget, " if o["total"] > BOOK_SECONDS else "")
                      + (f"over {CHAPTER_SECONDS} s: {over}" if over else f"every chapter within {CHAPTER_SECONDS} s")
                      + "".join(f"; re-measured {remeasured_text(r)}" for r in o.get("remeasured") or []))
     return (" Earlier full runs (their rows are in `chapters.json`): " + "; ".join(parts) + "."
-            " The same chapters took different times from run to run at similar load averages, on one CPU and"
-            " more so across CPUs (the machine a session gets is not always the same model); we put the first"
-            " down to the shared host these two cores belong to, which the load average does not see.")
+            " The same chapters took different times from run to run at similar load averages (on the Intel Xeon,"
+            " up to 1.3 times from one hour to the next); we put it down to the shared host these two cores belong"
+            " to, which the load average does not see. The machine a session gets is not always the same model:"
+            " where two runs name different CPUs, the CPU and the host's hour cannot be told apart.")
 
 
 def chapters_section(data: dict | None) -> list[str]:
@@ -977,7 +989,7 @@ def chapters_section(data: dict | None) -> list[str]:
         out.append(f"| {r['notebook']} | {r['seconds']:.1f} s | {heavy} | {fmt_gb(r['peak_bytes'])} | {status} |"
                    f" {r['load']:.2f} |")
     out += [f"| **all {len(rows)} chapters** | **{total:.0f} s ({total / 60:.1f} min)** | | **max {fmt_gb(worst)}** |"
-            f" {verdict(total <= BOOK_SECONDS)} ({BOOK_SECONDS // 60} min in all) | |", ""]
+            f" {verdict(total <= BOOK_SECONDS)} ({BOOK_SECONDS / 60:g} min in all) | |", ""]
     over = [r for r in rows if not r["seconds"] <= CHAPTER_SECONDS or r["peak_bytes"] > CHAPTER_BYTES or r["error"]]
     if over:
         out.append("Over budget or failed: " + "; ".join(
@@ -1178,8 +1190,9 @@ def growth_section(by, d_models, lengths, start: int = 256) -> list[str]:
     import math
 
     def slope(xs, ys):
-        # times are in seconds (often below 1), so only a zero is kept off the logarithm
-        lx, ly = [math.log(x) for x in xs], [math.log(max(y, 1e-12)) for y in ys]
+        if min(ys) <= 0:  # a zero (a resident-memory delta can be 0) has no logarithm: no fit
+            return float("nan")
+        lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]  # times in seconds, often below 1
         mx, my = sum(lx) / len(lx), sum(ly) / len(ly)
         return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
@@ -1294,7 +1307,7 @@ def summary_section(directory: Path) -> list[str]:
 
     def line(question, part, answer, section):
         d = data.get(part) if part else None
-        when = f"{d['meta']['date'][:10]}, `{d['meta']['commit']}`" if d else ""
+        when = f"{d['meta']['date'][:10]}, `{d['meta']['commit']}`, {cpu_of(d['meta'])}" if d else ""
         if part and d is None:
             answer = f"awaiting the quiet run: `{PARTS[part][2]}`"
         out.append(f"| {question} | {answer} | {when} | {section} |")
@@ -1306,8 +1319,7 @@ def summary_section(directory: Path) -> list[str]:
         over = [r["notebook"][:2] for r in rows if not r["seconds"] <= CHAPTER_SECONDS or r["error"]]
         worst = max(rows, key=lambda r: r["seconds"])
         heavy = [r["notebook"][:2] for r in rows if r["peak_bytes"] > CHAPTER_BYTES]
-        cpu = ch["meta"].get("machine", {}).get("cpu", "an unrecorded CPU")
-        answer = (f"{total / 60:.1f} min for all {len(rows)} chapters on {cpu};"
+        answer = (f"{total / 60:.1f} min for all {len(rows)} chapters on {cpu_of(ch['meta'])};"
                   f" slowest chapter {worst['notebook'][:2]},"
                   f" {worst['seconds']:.0f} s; " + (f"over {CHAPTER_SECONDS} s: {', '.join(over)}" if over
                                                      else f"every chapter within {CHAPTER_SECONDS} s")
@@ -1315,6 +1327,7 @@ def summary_section(directory: Path) -> list[str]:
                   + (f"; over {fmt_gb(CHAPTER_BYTES)}: {', '.join(heavy)}" if heavy else "")
                   + "".join(f"; the earlier full run of {o['date'][:-6]} {o['date'][-5:]}"
                             f" ({o.get('cpu') or 'an unrecorded CPU'}): {o['total'] / 60:.1f} min"
+                            + (f", over {BOOK_SECONDS / 60:g} min" if o["total"] > BOOK_SECONDS else "")
                             + (f", over {CHAPTER_SECONDS} s: {', '.join(nb[:2] for nb in o['over'])}" if o["over"]
                                else "")
                             for o in ch["meta"].get("earlier_full_runs", [])))
@@ -1369,7 +1382,8 @@ def summary_section(directory: Path) -> list[str]:
     if ch and any(r["notebook"].startswith("11") for r in ch["rows"]):
         r11 = next(r for r in ch["rows"] if r["notebook"].startswith("11"))
         top = max(r11["cells"], key=lambda c: c["seconds"], default=None)
-        live += (f"; chapter 11 ran in {r11['seconds']:.0f} s" + (f", its heaviest cell (cell {top['cell']})"
+        live += (f"; chapter 11 ran in {r11['seconds']:.0f} s on {cpu_of(ch['meta'])}"
+                 + (f", its heaviest cell (cell {top['cell']})"
                                                                    f" {top['seconds']:.0f} s" if top else ""))
     shipped = ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.json"
     if shipped.is_file():  # the shipped run is the live run on the machine that made it
@@ -1473,6 +1487,12 @@ def main(argv=None) -> int:
 
         if part == "chapters":
             paths = [p.resolve() for p in (args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")))]
+            table = directory / PARTS[part][0]
+            if args.notebooks and table.is_file():  # the rows of one table come from one CPU
+                cpu = cpu_of(json.loads(table.read_text())["meta"])
+                if cpu != meta["machine"]["cpu"]:
+                    raise SystemExit(f"--notebooks: the table was measured on {cpu}, this machine is"
+                                     f" {meta['machine']['cpu']}: re-measure every chapter (no --notebooks)")
             if args.quick and not args.notebooks:
                 paths = paths[2:4]
             rows = bench_chapters(paths, done, save)
@@ -1496,7 +1516,8 @@ def main(argv=None) -> int:
             before = json.loads(earlier.read_text())
             out = merge_chapters(before, out) if args.notebooks else keep_earlier_run(before, out)
         elif part == "make-test" and earlier.is_file() and not args.quick:  # keep the old run, summed up
-            out = keep_earlier_make_test(json.loads(earlier.read_text()), out)
+            before = json.loads(earlier.read_text())
+            out = out if before["meta"].get("quick") else keep_earlier_make_test(before, out)
         earlier.write_text(json.dumps(out, indent=1) + "\n")
         progress_path.unlink(missing_ok=True)
         write_sections(directory, results, [part])

@@ -328,3 +328,27 @@ def test_the_growth_exponents_fit_times_below_a_second():
           for impl in run.IMPLEMENTATIONS for L in lengths}
     rows = [line for line in run.growth_section(by, (128,), lengths) if line.startswith("| transformer_lib")]
     assert rows and all(" | 128 | 2.00 | 1.00 | 2.00 | 256 to 1024 |" in line for line in rows)
+
+
+def test_an_earlier_run_over_the_books_budget_says_so_and_a_merge_across_cpus_is_refused():
+    machine = lambda cpu: dict(cpu=cpu, cores=2)  # noqa: E731
+    meta = dict(date="2026-01-01 10:00", commit="aaa", dirty=False, load_median=0.5, load_max=0.9,
+                machine=machine("Intel"))
+    row = lambda name, seconds: dict(notebook=name, seconds=seconds)  # noqa: E731
+    slow = {"meta": dict(meta), "rows": [row("01_a.ipynb", 300.0), row("02_b.ipynb", 70.0)]}
+    quick = {"meta": dict(meta, date="2026-01-02 11:00", machine=machine("AMD")), "rows": [row("01_a.ipynb", 9.0)]}
+    text = run.earlier_runs_text(run.keep_earlier_run(slow, quick)["meta"])
+    assert f"on Intel (load median 0.5): 370 s in all, over the {run.BOOK_SECONDS / 60:g}-minute budget," in text
+    assert "over the" not in run.earlier_runs_text(run.keep_earlier_run(quick, slow)["meta"])  # 9 s: within
+    with pytest.raises(ValueError, match="measured on Intel and these chapters on AMD"):
+        run.merge_chapters(slow, quick)
+    assert run.merge_chapters(slow, dict(quick, meta=dict(quick["meta"], machine=machine("Intel"))))["rows"][0] \
+        == row("01_a.ipynb", 9.0)
+
+
+def test_a_growth_fit_over_a_zero_is_not_a_number():
+    lengths = (256, 512)
+    by = {(impl, 128, L): {"time": {"median": 0.1 * L}, "tensor_peak_bytes": L, "rss_peak_bytes": 0}
+          for impl in run.IMPLEMENTATIONS for L in lengths}
+    rows = [line for line in run.growth_section(by, (128,), lengths) if line.startswith("| transformer_lib")]
+    assert rows and all(" | 128 | 1.00 | 1.00 | nan | 256 to 512 |" in line for line in rows)

@@ -241,9 +241,11 @@ def test_the_cache_reorders_its_state_and_refuses_what_is_not_its_own():
 
 @pytest.mark.parametrize("name", ["copy_none", "copy_none_long", "copy_additive", "date_additive", "date_dot"])
 def test_the_shipped_recurrent_models_decode_the_same_with_the_cache(name):
-    """The same tokens, and scores equal up to float32 rounding: without the cache the decoder
-    reads the whole prefix in one GRU call, whose matrix products can round in another order
-    (bit-for-bit equal on an Intel Xeon; up to 1.1e-5 apart on an AMD EPYC, both AVX512)."""
+    """The same tokens and scores. With attention the decoder steps one token at a time either way,
+    the same calls in the same order: bit for bit. Without attention the uncached decoder reads the
+    whole prefix in one GRU call, whose matrix products can round in another order than one step
+    at a time: bit for bit on an Intel Xeon, scores up to 1.1e-5 apart (of up to 18) on an AMD
+    EPYC, both with AVX512 kernels; the bound, 1e-4, is about 9 times that."""
     from transformer_lib import checkpoints
     from transformer_lib.decoding import beam_search
     model, src_vocab, tgt_vocab, _ = checkpoints.load(checkpoints.CHECKPOINTS / f"{name}.pt")
@@ -256,7 +258,10 @@ def test_the_shipped_recurrent_models_decode_the_same_with_the_cache(name):
                    lambda **kw: beam_search(model, src, max_len, 4, **kw)):
         cached, plain = search(use_cache=True), search(use_cache=False)
         assert torch.equal(cached.tokens, plain.tokens)
-        torch.testing.assert_close(cached.scores, plain.scores, rtol=0, atol=1e-4)
+        if model.decoder.attention is not None:
+            assert torch.equal(cached.scores, plain.scores)
+        else:
+            torch.testing.assert_close(cached.scores, plain.scores, rtol=0, atol=1e-4)
 
 
 def test_bad_arguments():

@@ -13,7 +13,9 @@ setup cell's) and `ATEN_CPU_CAPABILITY` (PyTorch's kernel set: `default`, `avx2`
 its value instead of raising. The notebook file is not changed.
 
 For each chapter it writes `benchmarks/claims/chNN.json`: every recorded value, with the date,
-the commit, the machine's own kernel set, the torch version and the load. `--report` gathers
+the commit, the CPU, the machine's own kernel set, the torch version and the load. With `--tag
+NAME` (a sweep on another machine) it writes `chNN-NAME.json` instead, kept beside the first; the
+report labels its rows with that machine's CPU. `--report` gathers
 those files into the table between the claims markers of `benchmarks/RESULTS.md`: for each
 claim, its bound, the lowest and highest value seen, the number of runs, and the margin (how
 far the worst run stayed inside the bound, as a fraction of the bound). A claim whose worst run
@@ -163,7 +165,8 @@ def report() -> str:
         data = json.loads(path.read_text())
         m = data["machine"]
         failed = [r for r in data["runs"] if r["error"]]
-        where = f" ({m['cpu']})" if "-" in path.stem and m.get("cpu") else ""  # a tagged sweep: another machine
+        tag = path.stem.split("-", 1)[1] if "-" in path.stem else None  # a tagged sweep: another machine
+        where = f" ({m.get('cpu') or tag})" if tag else ""
         notes.append(f"- `{path.name}`: {m['date']}, commit {m['commit']}"
                      + (f" plus uncommitted changes to {', '.join(m['uncommitted'])}" if m.get("uncommitted") else "")
                      + (f", {m['cpu']}" if m.get("cpu") else "") + f", torch {m['torch']}, this machine's "
@@ -209,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("name chapters to sweep, or --report")
     if args.tag is not None and not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", args.tag):
         parser.error(f"--tag: expected lower case letters, digits and hyphens, got {args.tag!r}")
+    if args.tag is not None and not args.chapters:
+        parser.error("--tag names the files of a sweep: name the chapters to sweep")
     for number in args.chapters:
         sweep(number, parse_seeds(args.seeds), args.kernels, args.timeout, args.tag)
     if args.report:

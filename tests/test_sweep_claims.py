@@ -30,7 +30,29 @@ def test_a_tagged_sweep_is_a_second_row_named_by_its_cpu(study, tmp_path, monkey
 
 
 @pytest.mark.parametrize("tag", ["AMD", "amd_epyc", "-amd", "amd--epyc", ""])
-def test_a_tag_that_is_not_lower_case_words_joined_by_hyphens_is_refused(study, tag, capsys):
+def test_a_tag_that_is_not_lower_case_words_joined_by_hyphens_is_refused(study, tag, capsys, monkeypatch):
+    swept = []
+    monkeypatch.setattr(study, "sweep", lambda *args: swept.append(args))
     with pytest.raises(SystemExit):
         study.main(["11", f"--tag={tag}"])
     assert "--tag: expected lower case letters, digits and hyphens" in capsys.readouterr().err
+    assert swept == []  # refused before any chapter runs
+
+
+def test_a_tag_reaches_the_sweep_and_names_its_file(study, tmp_path, monkeypatch):
+    swept = []
+    monkeypatch.setattr(study, "sweep", lambda *args: swept.append(args))
+    assert study.main(["11", "12", "--seeds", "0-1", "--kernels", "native", "--tag", "amd-epyc"]) == 0
+    assert swept == [(11, [0, 1], ["native"], 900, "amd-epyc"), (12, [0, 1], ["native"], 900, "amd-epyc")]
+    with pytest.raises(SystemExit):
+        study.main(["--report", "--tag", "amd-epyc"])  # a tag without chapters names nothing
+
+
+def test_a_tagged_sweep_writes_its_own_file(study, tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "ROOT", tmp_path)  # the script names its files relative to the root
+    monkeypatch.setattr(study, "OUT", tmp_path / "claims")
+    monkeypatch.setattr(study, "run_once", lambda path, seed, kernels, log, timeout: 1.0)  # records nothing
+    first = study.sweep(11, [0], ["native"], 10)
+    tagged = study.sweep(11, [0], ["native"], 10, "amd-epyc")
+    assert (first.name, tagged.name) == ("ch11.json", "ch11-amd-epyc.json")
+    assert json.loads(tagged.read_text())["machine"]["cpu"]  # the CPU is recorded

@@ -243,15 +243,19 @@ class TreePeak(threading.Thread):
             self.stop.wait(self.interval)
 
 
-def machine() -> dict:
-    cpu = "unknown CPU"
+def cpu_name() -> str:
+    """The CPU's model name as /proc/cpuinfo gives it ("unknown CPU" where there is none)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def machine() -> dict:
+    cpu = cpu_name()
     mem = 0
     try:
         mem = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1)) * 1024
@@ -875,13 +879,18 @@ def awaiting(part: str, what: str) -> list[str]:
             "", f"    {PARTS[part][2]}", ""]
 
 
+def check_same_cpu(table: dict, meta: dict) -> None:
+    """The rows of one chapters table come from one CPU: refuse to merge in rows measured on another."""
+    if cpu_of(table) != cpu_of(meta):
+        raise ValueError(f"the table was measured on {cpu_of(table)} and these chapters on"
+                         f" {cpu_of(meta)}: re-measure every chapter on one CPU (no --notebooks)")
+
+
 def merge_chapters(earlier: dict, now: dict) -> dict:
     """The chapters table of `earlier` with the rows of the chapters measured `now` replaced (a run
     with --notebooks); the earlier run's provenance stays, and `now`'s is listed under "remeasured",
     with the times it replaced."""
-    if cpu_of(earlier["meta"]) != cpu_of(now["meta"]):
-        raise ValueError(f"the table was measured on {cpu_of(earlier['meta'])} and these chapters on"
-                         f" {cpu_of(now['meta'])}: re-measure every chapter on one CPU (no --notebooks)")
+    check_same_cpu(earlier["meta"], now["meta"])
     measured = {r["notebook"]: r for r in now["rows"]}
     replaced = {r["notebook"]: r["seconds"] for r in earlier["rows"] if r["notebook"] in measured}
     rows = [measured.pop(r["notebook"], r) for r in earlier["rows"]] + list(measured.values())
@@ -1383,8 +1392,7 @@ def summary_section(directory: Path) -> list[str]:
         r11 = next(r for r in ch["rows"] if r["notebook"].startswith("11"))
         top = max(r11["cells"], key=lambda c: c["seconds"], default=None)
         live += (f"; chapter 11 ran in {r11['seconds']:.0f} s on {cpu_of(ch['meta'])}"
-                 + (f", its heaviest cell (cell {top['cell']})"
-                                                                   f" {top['seconds']:.0f} s" if top else ""))
+                 + (f", its heaviest cell (cell {top['cell']}) {top['seconds']:.0f} s" if top else ""))
     shipped = ROOT / "transformer_lib" / "checkpoints" / "transformer_dates.json"
     if shipped.is_file():  # the shipped run is the live run on the machine that made it
         rec = json.loads(shipped.read_text())
@@ -1488,11 +1496,11 @@ def main(argv=None) -> int:
         if part == "chapters":
             paths = [p.resolve() for p in (args.notebooks or sorted((ROOT / "chapters").glob("*.ipynb")))]
             table = directory / PARTS[part][0]
-            if args.notebooks and table.is_file():  # the rows of one table come from one CPU
-                cpu = cpu_of(json.loads(table.read_text())["meta"])
-                if cpu != meta["machine"]["cpu"]:
-                    raise SystemExit(f"--notebooks: the table was measured on {cpu}, this machine is"
-                                     f" {meta['machine']['cpu']}: re-measure every chapter (no --notebooks)")
+            if args.notebooks and table.is_file():  # refuse before measuring, not after
+                try:
+                    check_same_cpu(json.loads(table.read_text())["meta"], meta)
+                except ValueError as err:
+                    raise SystemExit(f"--notebooks: {err}") from None
             if args.quick and not args.notebooks:
                 paths = paths[2:4]
             rows = bench_chapters(paths, done, save)

@@ -34,7 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from seeds import parse_seeds  # noqa: E402  (benchmarks/ is the script's folder)
+from run import cpu_name  # noqa: E402  (benchmarks/ is the script's folder)
+from seeds import parse_seeds  # noqa: E402
 
 import nbformat
 from jupyter_client.manager import KernelManager
@@ -87,12 +88,8 @@ def machine() -> dict:
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
                             capture_output=True, text=True).stdout.splitlines()
     changed = [line[3:] for line in status if not line[3:].startswith("benchmarks/")]  # what the runs ran
-    cpu = "unknown CPU"
-    if Path("/proc/cpuinfo").is_file():
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return {"cpu": cpu, "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit,
+    return {"cpu": cpu_name(), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit,
             "uncommitted": changed,
             "torch": torch.__version__, "native_kernels": torch.backends.cpu.get_cpu_capability(),
             "cores": os.cpu_count(), "load_before": round(os.getloadavg()[0], 2)}
